@@ -1,0 +1,3 @@
+//! Pure logic of nginx-healthcheck. No nginx symbols, no `unsafe`, no I/O,
+//! no clocks: callers pass `now` and randomness in.
+#![forbid(unsafe_code)]

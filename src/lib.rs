@@ -1,0 +1,1 @@
+//! ngx_healthcheck_module: nginx dynamic module (http + stream + vnswrr).

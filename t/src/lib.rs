@@ -1,0 +1,1 @@
+//! Test harness: temp prefix, generated nginx.conf, real nginx, real backends.
