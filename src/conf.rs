@@ -1,0 +1,305 @@
+//! Configuration: directive handlers (shared by http and stream) and the
+//! per-context finishing step that validates across directives, sizes the
+//! shared zone and registers it.
+
+use core::ffi::{c_char, c_void};
+use core::ptr;
+
+use healthcheck_core::conf::{self as cc, CheckConf, Reuse, StatusFormat, VnswrrConf};
+use healthcheck_core::identity::identity_hash;
+use ngx::core::{NGX_CONF_ERROR, NGX_CONF_OK};
+use ngx::ffi::{
+    ngx_command_t, ngx_conf_t, ngx_module_t, ngx_pagesize, ngx_shared_memory_add, ngx_shm_zone_t,
+    ngx_str_t, NGX_LOG_EMERG, NGX_LOG_WARN,
+};
+
+use crate::ffi::{conf_args, guard, log_at, ConfLoc};
+use crate::shm::{self, ZonePlan};
+use crate::upstream::{Proto, UpstreamRef};
+
+/// Main configuration of the http or the stream context.
+pub struct MainConf {
+    /// `check_shm_size`, when given.
+    pub shm_size: Option<u64>,
+    pub shm_size_loc: ConfLoc,
+    pub zone: *mut ngx_shm_zone_t,
+}
+
+impl Default for MainConf {
+    fn default() -> Self {
+        Self {
+            shm_size: None,
+            shm_size_loc: ConfLoc::default(),
+            zone: ptr::null_mut(),
+        }
+    }
+}
+
+/// Per-upstream configuration (created for every server block too, where
+/// it stays empty).
+#[derive(Default)]
+pub struct UpsConf {
+    pub check: Option<CheckConf>,
+    pub check_loc: ConfLoc,
+    pub keepalive_requests: Option<u32>,
+    pub keepalive_requests_loc: ConfLoc,
+    pub vnswrr: Option<VnswrrConf>,
+}
+
+impl UpsConf {
+    /// `check_keepalive_requests`, default 10.
+    pub fn keepalive_requests(&self) -> u32 {
+        self.keepalive_requests.unwrap_or(10)
+    }
+}
+
+/// Per-location configuration of the http context.
+#[derive(Default)]
+pub struct LocConf {
+    pub status: Option<StatusFormat>,
+}
+
+fn emerg(cf: *mut ngx_conf_t, msg: &str) -> *mut c_char {
+    ngx::ngx_conf_log_error!(NGX_LOG_EMERG, cf, "{}", msg);
+    NGX_CONF_ERROR
+}
+
+/// Common prologue of a directive handler: turn the raw pointers into
+/// references and run `f` under the panic guard.
+///
+/// # Safety
+/// nginx's directive-handler contract: `cf` valid, `conf` points to a `T`.
+unsafe fn directive<T>(
+    cf: *mut ngx_conf_t,
+    conf: *mut c_void,
+    f: impl FnOnce(&ngx_conf_t, &mut T, &[&[u8]]) -> Result<(), String>,
+) -> *mut c_char {
+    // SAFETY: nginx passes the configuration being parsed.
+    let cfr = unsafe { &*cf };
+    // SAFETY: the command's `conf` offset selects our struct of type `T`.
+    let Some(conf) = (unsafe { conf.cast::<T>().as_mut() }) else {
+        return NGX_CONF_ERROR;
+    };
+    // SAFETY: called from a directive handler.
+    let args = unsafe { conf_args(cfr) };
+    let rest = args.get(1..).unwrap_or_default();
+    let r = guard(
+        cfr.log,
+        "configuration",
+        Err(String::from("internal error")),
+        || f(cfr, conf, rest),
+    );
+    match r {
+        Ok(()) => NGX_CONF_OK,
+        Err(msg) if msg.is_empty() => NGX_CONF_ERROR,
+        Err(msg) => emerg(cf, &msg),
+    }
+}
+
+const DUPLICATE: *mut c_char = c"is duplicate".as_ptr().cast_mut();
+
+/// `check ...;` in an upstream block.
+pub unsafe extern "C" fn ngx_upstream_check(
+    cf: *mut ngx_conf_t,
+    _cmd: *mut ngx_command_t,
+    conf: *mut c_void,
+) -> *mut c_char {
+    // SAFETY: conf points to our UpsConf (NGX_*_SRV_CONF_OFFSET).
+    if unsafe { conf.cast::<UpsConf>().as_ref() }.is_some_and(|c| c.check.is_some()) {
+        return DUPLICATE;
+    }
+    // SAFETY: nginx's directive contract.
+    unsafe {
+        directive::<UpsConf>(cf, conf, |cf, c, args| {
+            c.check = Some(cc::parse_check(args).map_err(|e| e.to_string())?);
+            // SAFETY: inside a directive handler.
+            c.check_loc = ConfLoc::here(cf);
+            Ok(())
+        })
+    }
+}
+
+/// `check_keepalive_requests n;` in an upstream block.
+pub unsafe extern "C" fn ngx_upstream_check_keepalive_requests(
+    cf: *mut ngx_conf_t,
+    _cmd: *mut ngx_command_t,
+    conf: *mut c_void,
+) -> *mut c_char {
+    // SAFETY: conf points to our UpsConf.
+    if unsafe { conf.cast::<UpsConf>().as_ref() }.is_some_and(|c| c.keepalive_requests.is_some()) {
+        return DUPLICATE;
+    }
+    // SAFETY: nginx's directive contract.
+    unsafe {
+        directive::<UpsConf>(cf, conf, |cf, c, args| {
+            let v = args.first().copied().unwrap_or_default();
+            c.keepalive_requests =
+                Some(cc::parse_keepalive_requests(v).map_err(|e| e.to_string())?);
+            c.keepalive_requests_loc = ConfLoc::here(cf);
+            Ok(())
+        })
+    }
+}
+
+/// `check_shm_size size;` in http or stream.
+pub unsafe extern "C" fn ngx_upstream_check_shm_size(
+    cf: *mut ngx_conf_t,
+    _cmd: *mut ngx_command_t,
+    conf: *mut c_void,
+) -> *mut c_char {
+    // SAFETY: conf points to our MainConf (NGX_*_MAIN_CONF_OFFSET).
+    if unsafe { conf.cast::<MainConf>().as_ref() }.is_some_and(|c| c.shm_size.is_some()) {
+        return DUPLICATE;
+    }
+    // SAFETY: nginx's directive contract.
+    unsafe {
+        directive::<MainConf>(cf, conf, |cf, c, args| {
+            let v = args.first().copied().unwrap_or_default();
+            c.shm_size = Some(cc::parse_shm_size(v).map_err(|e| e.to_string())?);
+            c.shm_size_loc = ConfLoc::here(cf);
+            Ok(())
+        })
+    }
+}
+
+/// `vnswrr [max_init=n];` in an upstream block.
+pub unsafe extern "C" fn ngx_upstream_vnswrr(
+    cf: *mut ngx_conf_t,
+    _cmd: *mut ngx_command_t,
+    conf: *mut c_void,
+) -> *mut c_char {
+    // SAFETY: conf points to our UpsConf.
+    if unsafe { conf.cast::<UpsConf>().as_ref() }.is_some_and(|c| c.vnswrr.is_some()) {
+        return DUPLICATE;
+    }
+    // SAFETY: nginx's directive contract.
+    unsafe {
+        directive::<UpsConf>(cf, conf, |_, c, args| {
+            c.vnswrr = Some(cc::parse_vnswrr(args).map_err(|e| e.to_string())?);
+            Ok(())
+        })
+    }
+}
+
+/// `healthcheck_status [format];` in a location.
+///
+/// # Safety
+/// nginx's directive contract; `conf` points to our `LocConf`.
+pub unsafe fn set_status(cf: *mut ngx_conf_t, conf: *mut c_void) -> *mut c_char {
+    // SAFETY: conf points to our LocConf.
+    if unsafe { conf.cast::<LocConf>().as_ref() }.is_some_and(|c| c.status.is_some()) {
+        return DUPLICATE;
+    }
+    // SAFETY: nginx's directive contract.
+    unsafe {
+        directive::<LocConf>(cf, conf, |_, c, args| {
+            c.status = Some(cc::parse_status_directive(args).map_err(|e| e.to_string())?);
+            Ok(())
+        })
+    }
+}
+
+/// Finish a context: cross-directive validation, zone sizing, zone
+/// registration. Runs in `init_main_conf`, after nginx built the peers.
+///
+/// # Safety
+/// `cf` is the configuration of the context being finished; `tag` is the
+/// module owning `mcf`.
+pub unsafe fn finish_context(
+    cf: *mut ngx_conf_t,
+    proto: Proto,
+    mcf: &mut MainConf,
+    upstreams: &[UpstreamRef],
+    tag: *mut ngx_module_t,
+) -> Result<(), ()> {
+    // SAFETY: valid during configuration.
+    let log = unsafe { (*cf).log };
+    let mut identities = Vec::new();
+    let mut default_down = Vec::new();
+    for u in upstreams {
+        let c = u.conf();
+        if c.keepalive_requests.is_some() && c.check.as_ref().map(|c| c.reuse) != Some(Reuse::On) {
+            let msg = format!(
+                "\"check_keepalive_requests\" has no effect in upstream \"{}\": its check is not reuse=on",
+                String::from_utf8_lossy(u.name_bytes()),
+            );
+            // SAFETY: valid log.
+            unsafe { log_at(NGX_LOG_WARN, log, &c.keepalive_requests_loc, &msg) };
+        }
+        let Some(check) = &c.check else { continue };
+        if check.port != 0 {
+            if let Some(p) = u.peers.iter().find(|p| p.is_unix()) {
+                let msg = format!(
+                    "invalid parameter \"port={}\": upstream \"{}\" has the unix-socket server \"{}\", which has no port",
+                    check.port,
+                    String::from_utf8_lossy(u.name_bytes()),
+                    String::from_utf8_lossy(p.name_bytes()),
+                );
+                // SAFETY: valid log.
+                unsafe { log_at(NGX_LOG_EMERG, log, &c.check_loc, &msg) };
+                return Err(());
+            }
+        }
+        for p in &u.peers {
+            identities.push(identity_hash(
+                proto.as_str(),
+                u.name_bytes(),
+                p.name_bytes(),
+                check.check_type.as_str(),
+                check.port,
+            ));
+            default_down.push(check.default_down);
+        }
+    }
+
+    let npeers = identities.len();
+    if npeers == 0 {
+        return Ok(());
+    }
+
+    // SAFETY: set by nginx at start.
+    let page = unsafe { ngx_pagesize };
+    let required = shm::required_size(npeers, page);
+    let size = match mcf.shm_size {
+        None => required,
+        Some(s) if (s as usize) < required => {
+            let msg = format!(
+                "\"check_shm_size\" {} is too small for {} checked {} peers: at least {} bytes ({}k) are needed",
+                s,
+                npeers,
+                proto.as_str(),
+                required,
+                required.div_ceil(1024)
+            );
+            // SAFETY: valid log.
+            unsafe { log_at(NGX_LOG_EMERG, log, &mcf.shm_size_loc, &msg) };
+            return Err(());
+        }
+        Some(s) => s as usize,
+    };
+
+    let mut name = match proto {
+        Proto::Http => ngx::ngx_string!("ngx_healthcheck_http"),
+        Proto::Stream => ngx::ngx_string!("ngx_healthcheck_stream"),
+    };
+    // SAFETY: valid cf; the name is static.
+    let zone = unsafe { ngx_shared_memory_add(cf, &mut name as *mut ngx_str_t, size, tag.cast()) };
+    // SAFETY: NULL or a zone nginx owns.
+    let Some(z) = (unsafe { zone.as_mut() }) else {
+        return Err(());
+    };
+    // SAFETY: the pool lives as long as the configuration.
+    let plan = unsafe { ngx::core::Pool::from_ngx_pool((*cf).pool) }.allocate(ZonePlan {
+        identities,
+        default_down,
+    });
+    if plan.is_null() {
+        return Err(());
+    }
+    z.init = Some(shm::init_zone);
+    z.data = plan.cast();
+    // A fresh zone on every load; `init` receives the old zone's data.
+    z.noreuse = 1;
+    mcf.zone = zone;
+    Ok(())
+}

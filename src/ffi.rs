@@ -1,0 +1,130 @@
+//! Small, audited wrappers around raw nginx data: configuration arguments,
+//! `ngx_str_t`, dynamic symbol lookup, and the guard that keeps panics from
+//! reaching nginx.
+
+use core::ffi::{c_char, c_void, CStr};
+use core::ptr;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use ngx::ffi::{ngx_conf_t, ngx_log_t, ngx_str_t, ngx_uint_t, NGX_LOG_ALERT};
+
+/// The bytes of an `ngx_str_t`; empty for a NULL or zero-length string.
+///
+/// # Safety
+/// `s.data` must point to `s.len` readable bytes that outlive `'a`.
+pub unsafe fn str_bytes<'a>(s: &ngx_str_t) -> &'a [u8] {
+    if s.len == 0 || s.data.is_null() {
+        return &[];
+    }
+    // SAFETY: guaranteed by the caller.
+    unsafe { core::slice::from_raw_parts(s.data, s.len) }
+}
+
+/// The arguments of the directive being parsed, directive name first.
+///
+/// # Safety
+/// `cf` must be the `ngx_conf_t` nginx passed to a directive handler.
+pub unsafe fn conf_args<'a>(cf: &ngx_conf_t) -> Vec<&'a [u8]> {
+    // SAFETY: during a directive handler `cf->args` is a valid array of
+    // `ngx_str_t` whose strings live in the configuration pool.
+    unsafe {
+        let Some(args) = cf.args.as_ref() else {
+            return Vec::new();
+        };
+        let elts = args.elts as *const ngx_str_t;
+        if elts.is_null() {
+            return Vec::new();
+        }
+        core::slice::from_raw_parts(elts, args.nelts)
+            .iter()
+            .map(|s| str_bytes(s))
+            .collect()
+    }
+}
+
+/// Where a directive appeared, for messages emitted after parsing
+/// (cross-directive checks run once the whole block is known).
+#[derive(Clone, Copy, Debug)]
+pub struct ConfLoc {
+    file: ngx_str_t,
+    line: ngx_uint_t,
+}
+
+impl Default for ConfLoc {
+    fn default() -> Self {
+        Self {
+            file: ngx_str_t {
+                len: 0,
+                data: ptr::null_mut(),
+            },
+            line: 0,
+        }
+    }
+}
+
+impl ConfLoc {
+    /// The position of the directive `cf` is parsing now.
+    ///
+    /// # Safety
+    /// `cf` must be the `ngx_conf_t` nginx passed to a directive handler.
+    pub unsafe fn here(cf: &ngx_conf_t) -> Self {
+        // SAFETY: conf_file is valid while a file is being parsed; its name
+        // lives in the cycle pool for the whole configuration phase.
+        match unsafe { cf.conf_file.as_ref() } {
+            Some(f) => Self {
+                file: f.file.name,
+                line: f.line,
+            },
+            None => Self::default(),
+        }
+    }
+}
+
+impl core::fmt::Display for ConfLoc {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        // SAFETY: the name lives in the cycle pool (see `here`).
+        let name = unsafe { str_bytes(&self.file) };
+        write!(f, " in {}:{}", String::from_utf8_lossy(name), self.line)
+    }
+}
+
+/// Log a configuration message at a remembered position, as
+/// `ngx_conf_log_error` would have done while the directive was parsed.
+///
+/// # Safety
+/// `log` must be a valid nginx log.
+pub unsafe fn log_at(level: u32, log: *mut ngx_log_t, loc: &ConfLoc, msg: &str) {
+    ngx::ngx_log_error!(level, log, "{}{}", msg, loc);
+}
+
+/// Run `f`, turning a panic into `fallback` and an `[alert]` so that a bug
+/// never unwinds into nginx's C frames.
+pub fn guard<T>(log: *mut ngx_log_t, what: &str, fallback: T, f: impl FnOnce() -> T) -> T {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(v) => v,
+        Err(_) => {
+            if !log.is_null() {
+                ngx::ngx_log_error!(
+                    NGX_LOG_ALERT,
+                    log,
+                    "ngx_healthcheck_module: internal error in {}",
+                    what
+                );
+            }
+            fallback
+        }
+    }
+}
+
+extern "C" {
+    fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *mut c_void;
+}
+
+/// Address of a global exported by the running nginx binary, if any.
+/// nginx links with `-Wl,-E`, so every global of the patched core is visible.
+pub fn find_global(name: &CStr) -> Option<*mut c_void> {
+    // SAFETY: RTLD_DEFAULT (NULL on glibc and musl) searches the global
+    // scope; `name` is NUL-terminated.
+    let p = unsafe { dlsym(ptr::null_mut(), name.as_ptr()) };
+    (!p.is_null()).then_some(p)
+}

@@ -1,0 +1,91 @@
+//! The patch's selection hooks (patches/README.md).
+//!
+//! The patched nginx exports two NULL-default function pointers that every
+//! balancer consults next to `peer->down`. They are found with `dlsym`
+//! rather than linked, so that this module loaded into an unpatched nginx
+//! fails with a clear message instead of an unresolved-symbol error, and
+//! set only in processes that serve traffic.
+
+use core::ffi::{c_void, CStr};
+
+use ngx::ffi::ngx_uint_t;
+
+use crate::ffi::find_global;
+use crate::upstream::Proto;
+use crate::worker::WORKER;
+
+const HTTP_HOOK: &CStr = c"ngx_http_upstream_check_peer_down_hook";
+const STREAM_HOOK: &CStr = c"ngx_stream_upstream_check_peer_down_hook";
+
+/// The hook's C type; peers and peer are the balancer's rr structures.
+type Hook = Option<unsafe extern "C" fn(*mut c_void, *mut c_void) -> ngx_uint_t>;
+
+fn symbol(proto: Proto) -> &'static CStr {
+    match proto {
+        Proto::Http => HTTP_HOOK,
+        Proto::Stream => STREAM_HOOK,
+    }
+}
+
+/// `Err(message)` when the running nginx lacks the patch.
+pub fn require_patch(proto: Proto) -> Result<(), String> {
+    match find_global(symbol(proto)) {
+        Some(_) => Ok(()),
+        None => Err(format!(
+            "ngx_healthcheck_module requires nginx built with the nginx-healthcheck patch \
+             (patches/ in the module's source; scripts/build applies it): \
+             this nginx binary does not export \"{}\"",
+            symbol(proto).to_string_lossy()
+        )),
+    }
+}
+
+fn slot(proto: Proto) -> Option<*mut Hook> {
+    find_global(symbol(proto)).map(|p| p.cast::<Hook>())
+}
+
+/// Point the hooks at this module (worker processes only).
+pub fn install() {
+    if let Some(p) = slot(Proto::Http) {
+        // SAFETY: the patched core defines this global with exactly the
+        // `Hook` type; nginx is single-threaded per process.
+        unsafe { p.write(Some(ngx_http_upstream_check_peer_down)) };
+    }
+    if let Some(p) = slot(Proto::Stream) {
+        // SAFETY: as above.
+        unsafe { p.write(Some(ngx_stream_upstream_check_peer_down)) };
+    }
+}
+
+/// Reset the hooks to NULL (process exit).
+pub fn uninstall() {
+    for proto in [Proto::Http, Proto::Stream] {
+        if let Some(p) = slot(proto) {
+            // SAFETY: as in `install`.
+            unsafe { p.write(None) };
+        }
+    }
+}
+
+#[inline]
+fn peer_down(proto: Proto, peer: *mut c_void) -> ngx_uint_t {
+    // No unwinding is possible here: `peer_down` only reads atomics and a
+    // fixed table, with bounds-checked indexing that returns Option.
+    WORKER
+        .get()
+        .is_some_and(|w| w.context(proto).peer_down(peer as usize)) as ngx_uint_t
+}
+
+unsafe extern "C" fn ngx_http_upstream_check_peer_down(
+    _peers: *mut c_void,
+    peer: *mut c_void,
+) -> ngx_uint_t {
+    peer_down(Proto::Http, peer)
+}
+
+unsafe extern "C" fn ngx_stream_upstream_check_peer_down(
+    _peers: *mut c_void,
+    peer: *mut c_void,
+) -> ngx_uint_t {
+    peer_down(Proto::Stream, peer)
+}

@@ -1,0 +1,153 @@
+//! Read-only views of the upstreams of the http and stream contexts.
+//!
+//! http and stream keep identical round-robin structures under different
+//! names; `walk!` reads either into the same plain description, so
+//! everything after it is shared.
+
+use core::ffi::c_void;
+
+use ngx::ffi::{ngx_array_t, ngx_module_t, ngx_str_t, sockaddr, socklen_t, AF_UNIX};
+
+use crate::conf::UpsConf;
+use crate::ffi::str_bytes;
+
+/// The two upstream contexts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Proto {
+    Http,
+    Stream,
+}
+
+impl Proto {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Proto::Http => "http",
+            Proto::Stream => "stream",
+        }
+    }
+}
+
+/// One checked peer: a resolved address of a non-`down` server line.
+#[derive(Clone, Copy)]
+pub struct PeerRef {
+    /// The `ngx_*_upstream_rr_peer_t` nginx selects (the hook's key).
+    pub peer: *const c_void,
+    pub name: ngx_str_t,
+    pub sockaddr: *mut sockaddr,
+    pub socklen: socklen_t,
+    pub backup: bool,
+}
+
+impl PeerRef {
+    pub fn is_unix(&self) -> bool {
+        // SAFETY: rr peers always carry a valid sockaddr of `socklen` bytes.
+        !self.sockaddr.is_null() && u32::from(unsafe { (*self.sockaddr).sa_family }) == AF_UNIX
+    }
+
+    pub fn name_bytes(&self) -> &[u8] {
+        // SAFETY: the name lives in the cycle pool or the upstream zone.
+        unsafe { str_bytes(&self.name) }
+    }
+}
+
+/// An upstream block (peers are collected only when it has `check`).
+pub struct UpstreamRef {
+    pub name: ngx_str_t,
+    pub conf: *mut UpsConf,
+    pub peers: Vec<PeerRef>,
+}
+
+impl UpstreamRef {
+    pub fn name_bytes(&self) -> &[u8] {
+        // SAFETY: the name lives in the cycle pool.
+        unsafe { str_bytes(&self.name) }
+    }
+
+    pub fn conf(&self) -> &UpsConf {
+        // SAFETY: srv confs live in the cycle pool for the cycle's lifetime.
+        unsafe { &*self.conf }
+    }
+}
+
+macro_rules! walk {
+    ($umcf:expr, $uscf_t:ty, $peers_t:ty, $module:expr) => {{
+        let mut out = Vec::new();
+        let upstreams: &ngx_array_t = &(*$umcf).upstreams;
+        let list =
+            core::slice::from_raw_parts(upstreams.elts as *const *mut $uscf_t, upstreams.nelts);
+        for &uscf in list {
+            let Some(uscf) = uscf.as_ref() else { continue };
+            // implicit upstreams (proxy_pass to an address) have no srv_conf
+            if uscf.srv_conf.is_null() {
+                continue;
+            }
+            let conf = *uscf.srv_conf.add($module.ctx_index) as *mut UpsConf;
+            let Some(c) = conf.as_ref() else { continue };
+            let mut peers = Vec::new();
+            let mut group = uscf.peer.data as *const $peers_t;
+            let mut backup = false;
+            while let Some(g) = group.as_ref().filter(|_| c.check.is_some()) {
+                let mut p = g.peer;
+                while let Some(peer) = p.as_ref() {
+                    if peer.down == 0 {
+                        peers.push(PeerRef {
+                            peer: p as *const c_void,
+                            name: peer.name,
+                            sockaddr: peer.sockaddr,
+                            socklen: peer.socklen,
+                            backup,
+                        });
+                    }
+                    p = peer.next;
+                }
+                group = g.next;
+                backup = true;
+            }
+            out.push(UpstreamRef {
+                name: uscf.host,
+                conf,
+                peers,
+            });
+        }
+        out
+    }};
+}
+
+/// The checked upstreams of the http context, in configuration order.
+///
+/// # Safety
+/// `umcf` must be the `ngx_http_upstream_module` main conf, after its
+/// `init_main_conf` ran (peers exist).
+pub unsafe fn http_upstreams(
+    umcf: *const ngx::ffi::ngx_http_upstream_main_conf_t,
+    module: &ngx_module_t,
+) -> Vec<UpstreamRef> {
+    // SAFETY: per the function's contract.
+    unsafe {
+        walk!(
+            umcf,
+            ngx::ffi::ngx_http_upstream_srv_conf_t,
+            ngx::ffi::ngx_http_upstream_rr_peers_t,
+            module
+        )
+    }
+}
+
+/// The checked upstreams of the stream context, in configuration order.
+///
+/// # Safety
+/// As for [`http_upstreams`], for `ngx_stream_upstream_module`.
+pub unsafe fn stream_upstreams(
+    umcf: *const ngx::ffi::ngx_stream_upstream_main_conf_t,
+    module: &ngx_module_t,
+) -> Vec<UpstreamRef> {
+    // SAFETY: per the function's contract.
+    unsafe {
+        walk!(
+            umcf,
+            ngx::ffi::ngx_stream_upstream_srv_conf_t,
+            ngx::ffi::ngx_stream_upstream_rr_peers_t,
+            module
+        )
+    }
+}

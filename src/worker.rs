@@ -1,0 +1,118 @@
+//! Per-process state: for each context (http, stream) the checked peers in
+//! status order, the map the selection hooks use, and the shared zone.
+//!
+//! nginx runs every module callback of a process on one thread, so this
+//! state needs no locks; `Cell` documents that single-threaded contract.
+
+use core::cell::UnsafeCell;
+
+use healthcheck_core::conf::CheckConf;
+use healthcheck_core::ptrmap::PtrMap;
+use ngx::ffi::ngx_str_t;
+
+use crate::ffi::str_bytes;
+use crate::shm::Zone;
+use crate::upstream::{PeerRef, Proto, UpstreamRef};
+
+/// One checked peer as the worker sees it.
+pub struct Target {
+    pub proto: Proto,
+    /// Index in the status output and in the zone (per context).
+    pub index: u32,
+    pub upstream: ngx_str_t,
+    pub peer: PeerRef,
+    pub check: CheckConf,
+}
+
+impl Target {
+    pub fn upstream_bytes(&self) -> &[u8] {
+        // SAFETY: the upstream name lives in the cycle pool.
+        unsafe { str_bytes(&self.upstream) }
+    }
+}
+
+/// The checked peers of one context.
+#[derive(Default)]
+pub struct Context {
+    pub zone: Option<Zone>,
+    pub targets: Vec<Target>,
+    /// `rr peer address -> index`.
+    pub map: PtrMap,
+}
+
+impl Context {
+    /// Build from the context's upstreams, in the order the zone was planned.
+    pub fn new(proto: Proto, zone: Option<Zone>, upstreams: &[UpstreamRef]) -> Self {
+        let mut targets = Vec::new();
+        for u in upstreams {
+            let Some(check) = &u.conf().check else {
+                continue;
+            };
+            for p in &u.peers {
+                targets.push(Target {
+                    proto,
+                    index: targets.len() as u32,
+                    upstream: u.name,
+                    peer: *p,
+                    check: check.clone(),
+                });
+            }
+        }
+        // A zone planned for a different peer list must never be indexed
+        // with this one (a broken invariant, but never a wrong peer).
+        let zone = zone.filter(|z| z.slots().len() == targets.len());
+        let map = PtrMap::new(targets.iter().map(|t| (t.peer.peer as usize, t.index)));
+        Self { zone, targets, map }
+    }
+
+    /// Is the peer at `addr` marked down by its check? Unknown peers (not
+    /// checked, or created at run time by `resolve`) are never down.
+    #[inline]
+    pub fn peer_down(&self, addr: usize) -> bool {
+        let (Some(zone), Some(i)) = (self.zone.as_ref(), self.map.get(addr)) else {
+            return false;
+        };
+        zone.slot(i as usize)
+            .is_some_and(|s| s.up.load(core::sync::atomic::Ordering::Relaxed) == 0)
+    }
+}
+
+/// Everything a worker knows.
+#[derive(Default)]
+pub struct Worker {
+    pub http: Context,
+    pub stream: Context,
+}
+
+impl Worker {
+    pub fn context(&self, proto: Proto) -> &Context {
+        match proto {
+            Proto::Http => &self.http,
+            Proto::Stream => &self.stream,
+        }
+    }
+}
+
+/// Holder of the process's `Worker`.
+pub struct ProcessCell(UnsafeCell<Option<Worker>>);
+
+// SAFETY: nginx calls module code from a single thread per process.
+unsafe impl Sync for ProcessCell {}
+
+pub static WORKER: ProcessCell = ProcessCell(UnsafeCell::new(None));
+
+impl ProcessCell {
+    /// The worker state, once `init_process` has set it.
+    pub fn get(&self) -> Option<&Worker> {
+        // SAFETY: single-threaded; `set`/`clear` are never called while a
+        // reference from `get` is alive (they run in init/exit process).
+        unsafe { (*self.0.get()).as_ref() }
+    }
+
+    /// # Safety
+    /// No reference from `get` may be alive.
+    pub unsafe fn set(&self, w: Option<Worker>) {
+        // SAFETY: per the contract.
+        unsafe { *self.0.get() = w };
+    }
+}
