@@ -1,3 +1,5 @@
 //! Pure logic of nginx-healthcheck. No nginx symbols, no `unsafe`, no I/O,
 //! no clocks: callers pass `now` and randomness in.
 #![forbid(unsafe_code)]
+pub mod conf;
+pub mod health;

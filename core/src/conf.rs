@@ -1,0 +1,210 @@
+//! Configuration parsing: the arguments of every directive of the module,
+//! turned into validated values or an `nginx -t` error message.
+//!
+//! Everything here is pure: the nginx glue hands over the raw argument
+//! bytes (`cf->args` after the directive name) and prints a [`ConfError`]
+//! after `[emerg] `.
+//!
+//! - [`parse_check`]: the `check` directive (SPEC §2), including every
+//!   default and cross-parameter rule.
+//! - [`parse_shm_size`], [`parse_keepalive_requests`],
+//!   [`parse_status_directive`], [`parse_vnswrr`]: the smaller directives.
+//! - [`parse_time`]: nginx's time syntax (`ngx_parse_time`).
+
+mod check;
+mod directives;
+mod time;
+
+use std::fmt;
+
+pub use check::parse_check;
+pub use directives::{
+    parse_keepalive_requests, parse_shm_size, parse_status_directive, parse_vnswrr, StatusFormat,
+    VnswrrConf,
+};
+pub use time::parse_time;
+
+/// Smallest `interval`, in ms.
+pub const INTERVAL_MIN_MS: u64 = 100;
+/// Largest `interval`, in ms (24 h).
+pub const INTERVAL_MAX_MS: u64 = 86_400_000;
+/// Largest explicit `timeout`, in ms (24 h; it must also be below `interval`).
+pub const TIMEOUT_MAX_MS: u64 = 86_400_000;
+/// Largest `rise` and `fall`.
+pub const RISE_FALL_MAX: u32 = 100_000;
+/// Largest `reuse=<time>` and keepalive rehandshake period, in ms (7 days).
+pub const PERIOD_MAX_MS: u64 = 604_800_000;
+/// Largest `check_keepalive_requests`.
+pub const KEEPALIVE_REQUESTS_MAX: u32 = 1_000_000;
+/// Largest `check_shm_size`, in bytes (4 GiB).
+pub const SHM_SIZE_MAX: u64 = 1 << 32;
+
+/// Largest TCP_KEEPIDLE / TCP_KEEPINTVL, in seconds (Linux's limit).
+pub const KEEPALIVE_IDLE_MAX_S: u32 = 32_767;
+/// Largest TCP_KEEPCNT (Linux's limit).
+pub const KEEPALIVE_CNT_MAX: u32 = 127;
+
+/// The probe protocol of a `check`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CheckType {
+    /// Connect, then peek one byte.
+    Tcp,
+    /// Send one datagram; only a confirmed ECONNREFUSED fails.
+    Udp,
+}
+
+impl CheckType {
+    /// The name as written in `type=` and printed by the status page.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CheckType::Tcp => "tcp",
+            CheckType::Udp => "udp",
+        }
+    }
+}
+
+/// The `reuse=` parameter as written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reuse {
+    /// A new connection every round.
+    Off,
+    /// Keep the connection; re-handshake every `max(30s, 2 * interval)`.
+    On,
+    /// Keep the connection; re-handshake every `ms` milliseconds
+    /// (always greater than `interval`).
+    Period {
+        /// The period in milliseconds (written in seconds syntax).
+        ms: u64,
+    },
+}
+
+/// Kernel keepalive options of a kept check connection, all in the units
+/// the socket options take.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KernelKeepalive {
+    /// TCP_KEEPIDLE, seconds, 1..=32767.
+    pub idle_s: u32,
+    /// TCP_KEEPINTVL, seconds, 1..=`idle_s`.
+    pub intvl_s: u32,
+    /// TCP_KEEPCNT, 1..=127.
+    pub cnt: u32,
+}
+
+/// A validated `check` directive with every default filled in.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CheckConf {
+    /// Time between the starts of two rounds for one peer, in ms.
+    pub interval_ms: u64,
+    /// Budget of one round in ms; always positive and below `interval_ms`.
+    pub timeout_ms: u64,
+    /// Consecutive failures that mark an up peer down.
+    pub fall: u32,
+    /// Consecutive successes that mark a down peer up.
+    pub rise: u32,
+    /// Whether new peers start down.
+    pub default_down: bool,
+    /// Probe protocol.
+    pub check_type: CheckType,
+    /// Check port; 0 = the server's own port.
+    pub port: u16,
+    /// The `reuse` parameter as written (`Off` for UDP).
+    pub reuse: Reuse,
+    /// Kernel keepalive options; `None` = keepalive off.
+    pub keepalive: Option<KernelKeepalive>,
+    /// Effective re-handshake period in ms when the check keeps its
+    /// connection: `None` when neither reuse nor keepalive is on;
+    /// `Some(u64::MAX)` = no age limit.
+    pub rehandshake_ms: Option<u64>,
+}
+
+impl CheckConf {
+    /// Whether the check keeps its connection between rounds.
+    pub fn keeps_connection(&self) -> bool {
+        self.reuse != Reuse::Off || self.keepalive.is_some()
+    }
+
+    /// The re-handshake period `reuse` alone asks for, in ms: `None` for
+    /// `reuse=off`. (`rehandshake_ms` also takes keepalive into account.)
+    pub fn reuse_period_ms(&self) -> Option<u64> {
+        match self.reuse {
+            Reuse::Off => None,
+            Reuse::On => Some(default_period_ms(self.interval_ms)),
+            Reuse::Period { ms } => Some(ms),
+        }
+    }
+}
+
+/// The re-handshake period of `reuse=on` and of an empty or `on`
+/// keepalive rehandshake field: `max(30s, 2 * interval)`, in ms.
+pub fn default_period_ms(interval_ms: u64) -> u64 {
+    interval_ms.saturating_mul(2).max(30_000)
+}
+
+/// A configuration error. `Display` gives the complete message nginx
+/// prints after `[emerg] `.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfError(pub String);
+
+impl fmt::Display for ConfError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ConfError {}
+
+/// Renders an argument for an error message: valid UTF-8 as written,
+/// invalid bytes and ASCII control characters as `\xNN`, so a message is
+/// always one printable line.
+pub(crate) fn printable(bytes: &[u8]) -> String {
+    use fmt::Write as _;
+
+    let mut out = String::with_capacity(bytes.len());
+    for chunk in bytes.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            if c.is_ascii_control() {
+                let _ = write!(out, "\\x{:02x}", u32::from(c));
+            } else {
+                out.push(c);
+            }
+        }
+        for b in chunk.invalid() {
+            let _ = write!(out, "\\x{b:02x}");
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn printable_escapes_only_what_it_must() {
+        assert_eq!(printable(b"interval=abc"), "interval=abc");
+        assert_eq!(printable("port=\u{e9}".as_bytes()), "port=\u{e9}");
+        assert_eq!(printable(b"port=\xff\xfe1"), "port=\\xff\\xfe1");
+        assert_eq!(printable(b"a\nb\x7f"), "a\\x0ab\\x7f");
+        assert_eq!(printable(b""), "");
+    }
+
+    #[test]
+    fn conf_error_displays_its_message() {
+        let e = ConfError("invalid parameter \"x\": unknown parameter".into());
+        assert_eq!(e.to_string(), "invalid parameter \"x\": unknown parameter");
+    }
+
+    #[test]
+    fn check_type_names() {
+        assert_eq!(CheckType::Tcp.as_str(), "tcp");
+        assert_eq!(CheckType::Udp.as_str(), "udp");
+    }
+
+    #[test]
+    fn default_period_is_max_of_30s_and_twice_interval() {
+        assert_eq!(default_period_ms(100), 30_000);
+        assert_eq!(default_period_ms(15_000), 30_000);
+        assert_eq!(default_period_ms(20_000), 40_000);
+        assert_eq!(default_period_ms(INTERVAL_MAX_MS), 2 * INTERVAL_MAX_MS);
+    }
+}

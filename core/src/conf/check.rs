@@ -1,0 +1,443 @@
+//! The `check` directive (SPEC §2).
+//!
+//! Parsing runs in two passes. The first turns each `name=value` argument
+//! into a typed value, rejecting unknown names, repeats and malformed or
+//! out-of-range values; it remembers the argument each value came from.
+//! The second fills in defaults and applies the cross-parameter rules in a
+//! fixed order, so the order of the arguments never changes the result.
+//! Every error quotes the argument whose value is wrong, as written.
+//!
+//! Two choices the SPEC leaves open:
+//! - `interval` and `timeout` accept a bare integer (milliseconds) or an
+//!   nginx time that ends in a unit. `1m30` (nginx would read the trailing
+//!   30 as seconds) is rejected, because next to bare milliseconds it is
+//!   ambiguous.
+//! - `reuse` and the keepalive rehandshake field accept everything nginx's
+//!   seconds syntax does (`w`, `M`, `y` too), bounded by [`PERIOD_MAX_MS`].
+
+use super::time::{parse_decimal, parse_time_checked, NumError};
+use super::{
+    default_period_ms, printable, CheckConf, CheckType, ConfError, KernelKeepalive, Reuse,
+    INTERVAL_MAX_MS, INTERVAL_MIN_MS, KEEPALIVE_CNT_MAX, KEEPALIVE_IDLE_MAX_S, PERIOD_MAX_MS,
+    RISE_FALL_MAX, TIMEOUT_MAX_MS,
+};
+
+#[cfg(test)]
+mod tests;
+
+const DEFAULT_INTERVAL_MS: u64 = 5_000;
+const DEFAULT_FALL: u32 = 3;
+const DEFAULT_RISE: u32 = 2;
+/// An omitted timeout is `min(DEFAULT_TIMEOUT_CAP_MS, interval - interval / 10)`.
+const DEFAULT_TIMEOUT_CAP_MS: u64 = 5_000;
+const DEFAULT_KEEPALIVE_INTVL_S: u32 = 1;
+const DEFAULT_KEEPALIVE_CNT: u32 = 3;
+
+/// Every parameter name `check` knows.
+const PARAMETERS: [&str; 9] = [
+    "interval",
+    "fall",
+    "rise",
+    "timeout",
+    "default_down",
+    "type",
+    "port",
+    "reuse",
+    "keepalive",
+];
+
+/// How to write a time in nginx's seconds syntax, for error messages.
+const SECONDS_SYNTAX: &str = "a time in seconds (30, 30s, 5m; ms is not accepted)";
+
+/// `invalid parameter "<arg>": <reason>`
+fn invalid(arg: &[u8], reason: impl std::fmt::Display) -> ConfError {
+    ConfError(format!(
+        "invalid parameter \"{}\": {reason}",
+        printable(arg)
+    ))
+}
+
+/// Parses the arguments of the `check` directive (after the directive
+/// name) into a validated [`CheckConf`] with every default filled in.
+pub fn parse_check(args: &[&[u8]]) -> Result<CheckConf, ConfError> {
+    if args.is_empty() {
+        return Err(ConfError(
+            "invalid number of arguments in \"check\" directive".into(),
+        ));
+    }
+    let mut params = Params::default();
+    for &arg in args {
+        params.add(arg)?;
+    }
+    params.resolve()
+}
+
+/// A parsed value and the argument it came from.
+struct Given<'a, T> {
+    arg: &'a [u8],
+    value: T,
+}
+
+/// The first field of a keepalive value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Rehandshake {
+    /// Empty or `on`: `max(30s, 2 * interval)`.
+    Default,
+    /// `off`: no age limit.
+    Unlimited,
+    /// An explicit period in ms.
+    Ms(u64),
+}
+
+/// An enabled `keepalive=` value; `None` fields take their defaults.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct KeepaliveSpec {
+    rehandshake: Rehandshake,
+    idle_s: Option<u32>,
+    intvl_s: Option<u32>,
+    cnt: Option<u32>,
+}
+
+/// The parameters given so far, each at most once.
+#[derive(Default)]
+struct Params<'a> {
+    interval: Option<Given<'a, u64>>,
+    timeout: Option<Given<'a, u64>>,
+    fall: Option<Given<'a, u32>>,
+    rise: Option<Given<'a, u32>>,
+    default_down: Option<Given<'a, bool>>,
+    check_type: Option<Given<'a, CheckType>>,
+    port: Option<Given<'a, u16>>,
+    reuse: Option<Given<'a, Reuse>>,
+    /// `Some(Given { value: None })` is an explicit `keepalive=off`.
+    keepalive: Option<Given<'a, Option<KeepaliveSpec>>>,
+}
+
+/// Stores a parsed parameter, refusing a second occurrence.
+fn store<'a, T>(
+    slot: &mut Option<Given<'a, T>>,
+    arg: &'a [u8],
+    name: &str,
+    parsed: impl FnOnce() -> Result<T, String>,
+) -> Result<(), ConfError> {
+    if slot.is_some() {
+        return Err(invalid(arg, format!("{name} is given twice")));
+    }
+    let value = parsed().map_err(|reason| invalid(arg, reason))?;
+    *slot = Some(Given { arg, value });
+    Ok(())
+}
+
+impl<'a> Params<'a> {
+    /// First pass: one `name=value` argument.
+    fn add(&mut self, arg: &'a [u8]) -> Result<(), ConfError> {
+        let Some(eq) = arg.iter().position(|&b| b == b'=') else {
+            return Err(match PARAMETERS.iter().find(|p| p.as_bytes() == arg) {
+                Some(name) => invalid(arg, format!("{name} requires a value ({name}=...)")),
+                None => invalid(arg, "unknown parameter"),
+            });
+        };
+        let (name, value) = (&arg[..eq], &arg[eq + 1..]);
+
+        match name {
+            b"interval" => store(&mut self.interval, arg, "interval", || {
+                parse_millis(value, "interval", INTERVAL_MIN_MS, INTERVAL_MAX_MS)
+            }),
+            b"timeout" => store(&mut self.timeout, arg, "timeout", || {
+                parse_millis(value, "timeout", 1, TIMEOUT_MAX_MS)
+            }),
+            b"fall" => store(&mut self.fall, arg, "fall", || {
+                parse_count(value, "fall", 1, RISE_FALL_MAX)
+            }),
+            b"rise" => store(&mut self.rise, arg, "rise", || {
+                parse_count(value, "rise", 1, RISE_FALL_MAX)
+            }),
+            b"default_down" => store(
+                &mut self.default_down,
+                arg,
+                "default_down",
+                || match value {
+                    b"true" => Ok(true),
+                    b"false" => Ok(false),
+                    _ => Err("default_down must be true or false".into()),
+                },
+            ),
+            b"type" => store(&mut self.check_type, arg, "type", || match value {
+                b"tcp" => Ok(CheckType::Tcp),
+                b"udp" => Ok(CheckType::Udp),
+                _ => Err("only type=tcp and type=udp are supported".into()),
+            }),
+            b"port" => store(&mut self.port, arg, "port", || {
+                parse_count(value, "port", 1, u16::MAX)
+            }),
+            b"reuse" => store(&mut self.reuse, arg, "reuse", || parse_reuse(value)),
+            b"keepalive" => store(&mut self.keepalive, arg, "keepalive", || {
+                parse_keepalive(value)
+            }),
+            _ => Err(invalid(arg, "unknown parameter")),
+        }
+    }
+
+    /// Second pass: defaults and cross-parameter rules.
+    fn resolve(self) -> Result<CheckConf, ConfError> {
+        let interval_ms = self.interval.map_or(DEFAULT_INTERVAL_MS, |g| g.value);
+        let check_type = self.check_type.map_or(CheckType::Tcp, |g| g.value);
+
+        if check_type == CheckType::Udp {
+            if let Some(g) = self.reuse.as_ref().filter(|g| g.value != Reuse::Off) {
+                return Err(invalid(g.arg, "reuse requires type=tcp"));
+            }
+            if let Some(g) = self.keepalive.as_ref().filter(|g| g.value.is_some()) {
+                return Err(invalid(g.arg, "keepalive requires type=tcp"));
+            }
+        }
+
+        let timeout_ms = match self.timeout {
+            Some(g) if g.value >= interval_ms => {
+                return Err(invalid(
+                    g.arg,
+                    format!("timeout must be less than interval ({interval_ms} ms)"),
+                ))
+            }
+            Some(g) => g.value,
+            None => (interval_ms - interval_ms / 10).min(DEFAULT_TIMEOUT_CAP_MS),
+        };
+
+        let reuse = self.reuse.as_ref().map_or(Reuse::Off, |g| g.value);
+        let reuse_period_ms = match (reuse, &self.reuse) {
+            (Reuse::Period { ms }, Some(g)) if ms <= interval_ms => {
+                return Err(invalid(
+                    g.arg,
+                    format!(
+                        "reuse period ({ms} ms) must be greater than interval ({interval_ms} ms)"
+                    ),
+                ))
+            }
+            (Reuse::Period { ms }, _) => Some(ms),
+            (Reuse::On, _) => Some(default_period_ms(interval_ms)),
+            (Reuse::Off, _) => None,
+        };
+
+        let (keepalive, keepalive_period_ms) = match &self.keepalive {
+            Some(Given {
+                arg,
+                value: Some(spec),
+            }) => {
+                let (kernel, period) = resolve_keepalive(spec, interval_ms, reuse_period_ms)
+                    .map_err(|reason| invalid(arg, reason))?;
+                (Some(kernel), Some(period))
+            }
+            _ => (None, None),
+        };
+
+        let rehandshake_ms = match (reuse_period_ms, keepalive_period_ms) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(u64::MAX).min(b.unwrap_or(u64::MAX))),
+        };
+
+        Ok(CheckConf {
+            interval_ms,
+            timeout_ms,
+            fall: self.fall.map_or(DEFAULT_FALL, |g| g.value),
+            rise: self.rise.map_or(DEFAULT_RISE, |g| g.value),
+            default_down: self.default_down.is_some_and(|g| g.value),
+            check_type,
+            port: self.port.map_or(0, |g| g.value),
+            reuse,
+            keepalive,
+            rehandshake_ms,
+        })
+    }
+}
+
+/// Applies the keepalive rules that depend on `interval` and `reuse`.
+/// Returns the kernel options and the period of the rehandshake field
+/// (`u64::MAX` for `off`).
+fn resolve_keepalive(
+    spec: &KeepaliveSpec,
+    interval_ms: u64,
+    reuse_period_ms: Option<u64>,
+) -> Result<(KernelKeepalive, u64), String> {
+    let own_period_ms = match spec.rehandshake {
+        Rehandshake::Default => default_period_ms(interval_ms),
+        Rehandshake::Unlimited => u64::MAX,
+        Rehandshake::Ms(ms) if ms <= interval_ms => {
+            return Err(format!(
+                "keepalive rehandshake period ({ms} ms) must be greater than interval \
+                 ({interval_ms} ms)"
+            ))
+        }
+        Rehandshake::Ms(ms) => ms,
+    };
+    let effective_ms = own_period_ms.min(reuse_period_ms.unwrap_or(u64::MAX));
+
+    let (idle_s, idle_what) = match spec.idle_s {
+        Some(idle) => {
+            if u64::from(idle) * 1000 >= effective_ms {
+                return Err(format!(
+                    "keepalive idle ({idle} s) must be less than the rehandshake period \
+                     ({effective_ms} ms)"
+                ));
+            }
+            (idle, "idle")
+        }
+        None => {
+            // ceil(interval in s), but a whole second strictly below the
+            // effective period, and no more than the kernel allows.
+            let below_period_s = if effective_ms == u64::MAX {
+                u64::MAX
+            } else {
+                effective_ms.saturating_sub(1) / 1000
+            };
+            let idle = interval_ms
+                .div_ceil(1000)
+                .min(below_period_s)
+                .min(u64::from(KEEPALIVE_IDLE_MAX_S));
+            let idle = u32::try_from(idle).unwrap_or(KEEPALIVE_IDLE_MAX_S);
+            if idle == 0 {
+                return Err(format!(
+                    "no positive keepalive idle fits below the rehandshake period of \
+                     {effective_ms} ms"
+                ));
+            }
+            (idle, "the computed idle")
+        }
+    };
+
+    let intvl_s = spec.intvl_s.unwrap_or(DEFAULT_KEEPALIVE_INTVL_S);
+    if intvl_s > idle_s {
+        return Err(format!(
+            "keepalive intvl ({intvl_s} s) must not exceed {idle_what} ({idle_s} s)"
+        ));
+    }
+
+    let kernel = KernelKeepalive {
+        idle_s,
+        intvl_s,
+        cnt: spec.cnt.unwrap_or(DEFAULT_KEEPALIVE_CNT),
+    };
+    Ok((kernel, own_period_ms))
+}
+
+/// `interval` / `timeout`: a bare integer of milliseconds, or an nginx
+/// time ending in a unit (`500ms`, `3s`, `1m30s`); within `min..=max`.
+fn parse_millis(value: &[u8], name: &str, min: u64, max: u64) -> Result<u64, String> {
+    let parsed = if !value.is_empty() && value.iter().all(u8::is_ascii_digit) {
+        parse_decimal(value)
+    } else if value.last().is_some_and(u8::is_ascii_alphabetic) {
+        parse_time_checked(value, false)
+    } else {
+        Err(NumError::Malformed)
+    };
+    match parsed {
+        Ok(ms) if ms < min && min == 1 => Err(format!("{name} must be positive")),
+        Ok(ms) if ms < min => Err(format!("{name} must be at least {min} ms")),
+        Ok(ms) if ms <= max => Ok(ms),
+        Ok(_) | Err(NumError::Overflow) => Err(format!("{name} must be at most {max} ms (24h)")),
+        Err(NumError::Malformed) => Err(format!(
+            "{name} must be milliseconds or an nginx time (500ms, 3s)"
+        )),
+    }
+}
+
+/// `fall`, `rise`, `port`, keepalive `cnt`: a plain decimal integer
+/// within `min..=max`.
+fn parse_count<T>(value: &[u8], name: &str, min: T, max: T) -> Result<T, String>
+where
+    T: Copy + PartialOrd + TryFrom<u64> + std::fmt::Display,
+{
+    let out_of_range = || format!("{name} must be from {min} to {max}");
+    match parse_decimal(value) {
+        Err(NumError::Malformed) => Err(format!("{name} must be a plain decimal integer")),
+        Err(NumError::Overflow) => Err(out_of_range()),
+        Ok(n) => T::try_from(n)
+            .ok()
+            .filter(|n| (min..=max).contains(n))
+            .ok_or_else(out_of_range),
+    }
+}
+
+/// A period in nginx's seconds syntax, returned in ms, at most
+/// [`PERIOD_MAX_MS`]. `what` names the value in error messages.
+fn parse_period(value: &[u8], what: &str, expected: &str) -> Result<u64, String> {
+    match parse_time_checked(value, true).map(|s| s.checked_mul(1000)) {
+        Ok(Some(ms)) if ms <= PERIOD_MAX_MS => Ok(ms),
+        Ok(_) | Err(NumError::Overflow) => {
+            Err(format!("{what} must be at most 7d ({PERIOD_MAX_MS} ms)"))
+        }
+        Err(NumError::Malformed) => Err(format!("{what} must be {expected}")),
+    }
+}
+
+/// `reuse=off|on|<seconds-syntax time>`.
+fn parse_reuse(value: &[u8]) -> Result<Reuse, String> {
+    match value {
+        b"off" => Ok(Reuse::Off),
+        b"on" => Ok(Reuse::On),
+        _ => {
+            let expected = format!("off, on or {SECONDS_SYNTAX}");
+            parse_period(value, "reuse", &expected).map(|ms| Reuse::Period { ms })
+        }
+    }
+}
+
+/// `keepalive=off|on|rehandshake[:idle[:intvl[:cnt]]]`; `None` for `off`.
+fn parse_keepalive(value: &[u8]) -> Result<Option<KeepaliveSpec>, String> {
+    const FORMAT: &str = "off, on or rehandshake[:idle[:intvl[:cnt]]]";
+    match value {
+        b"off" => return Ok(None),
+        b"" => return Err(format!("keepalive must be {FORMAT}")),
+        _ => {}
+    }
+
+    let fields: Vec<&[u8]> = value.split(|&b| b == b':').collect();
+    if fields.len() > 4 {
+        return Err(format!(
+            "keepalive takes at most 4 fields (rehandshake:idle:intvl:cnt), not {}",
+            fields.len()
+        ));
+    }
+
+    let rehandshake = match fields[0] {
+        b"" | b"on" => Rehandshake::Default,
+        b"off" => Rehandshake::Unlimited,
+        f => {
+            let expected = format!("on, off or {SECONDS_SYNTAX}");
+            Rehandshake::Ms(parse_period(f, "keepalive rehandshake", &expected)?)
+        }
+    };
+
+    // Later fields: empty means the default; on/off are not allowed.
+    let later = |index: usize, name: &str| -> Result<Option<&[u8]>, String> {
+        match fields.get(index).copied() {
+            None | Some(b"") => Ok(None),
+            Some(b"on" | b"off") => Err(format!(
+                "keepalive {name} cannot be on or off (only the first field can)"
+            )),
+            Some(f) => Ok(Some(f)),
+        }
+    };
+    let seconds = |f: &[u8], name: &str| -> Result<u32, String> {
+        let out_of_range =
+            || format!("keepalive {name} must be from 1 to {KEEPALIVE_IDLE_MAX_S} seconds");
+        match parse_time_checked(f, true) {
+            Err(NumError::Malformed) => Err(format!("keepalive {name} must be {SECONDS_SYNTAX}")),
+            Err(NumError::Overflow) => Err(out_of_range()),
+            Ok(s) => u32::try_from(s)
+                .ok()
+                .filter(|s| (1..=KEEPALIVE_IDLE_MAX_S).contains(s))
+                .ok_or_else(out_of_range),
+        }
+    };
+
+    Ok(Some(KeepaliveSpec {
+        rehandshake,
+        idle_s: later(1, "idle")?.map(|f| seconds(f, "idle")).transpose()?,
+        intvl_s: later(2, "intvl")?
+            .map(|f| seconds(f, "intvl"))
+            .transpose()?,
+        cnt: later(3, "cnt")?
+            .map(|f| parse_count(f, "keepalive cnt", 1, KEEPALIVE_CNT_MAX))
+            .transpose()?,
+    }))
+}

@@ -1,0 +1,307 @@
+//! The single-purpose directives: `check_shm_size`,
+//! `check_keepalive_requests`, `healthcheck_status` and `vnswrr`.
+
+use super::time::{parse_decimal, parse_size, NumError};
+use super::{printable, ConfError, KEEPALIVE_REQUESTS_MAX, SHM_SIZE_MAX};
+
+/// `invalid value "<arg>" in "<directive>" directive: <reason>`
+fn invalid_value(directive: &str, arg: &[u8], reason: &str) -> ConfError {
+    ConfError(format!(
+        "invalid value \"{}\" in \"{directive}\" directive: {reason}",
+        printable(arg)
+    ))
+}
+
+/// `check_shm_size size;`: nginx size syntax (bytes, `k`, `m`, `g`),
+/// greater than 0 and at most [`SHM_SIZE_MAX`].
+pub fn parse_shm_size(arg: &[u8]) -> Result<u64, ConfError> {
+    const D: &str = "check_shm_size";
+    match parse_size(arg) {
+        Ok(0) => Err(invalid_value(D, arg, "size must be greater than 0")),
+        Ok(n) if n <= SHM_SIZE_MAX => Ok(n),
+        Ok(_) | Err(NumError::Overflow) => Err(invalid_value(D, arg, "size must be at most 4g")),
+        Err(NumError::Malformed) => Err(invalid_value(
+            D,
+            arg,
+            "size must be a number of bytes, optionally with a unit k, m or g (512k, 10m)",
+        )),
+    }
+}
+
+/// `check_keepalive_requests n;`: a decimal integer in
+/// 1..=[`KEEPALIVE_REQUESTS_MAX`].
+pub fn parse_keepalive_requests(arg: &[u8]) -> Result<u32, ConfError> {
+    parse_decimal(arg)
+        .ok()
+        .and_then(|n| u32::try_from(n).ok())
+        .filter(|n| (1..=KEEPALIVE_REQUESTS_MAX).contains(n))
+        .ok_or_else(|| {
+            invalid_value(
+                "check_keepalive_requests",
+                arg,
+                &format!("must be a decimal integer from 1 to {KEEPALIVE_REQUESTS_MAX}"),
+            )
+        })
+}
+
+/// Output format of the `healthcheck_status` page.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StatusFormat {
+    /// `text/html`
+    Html,
+    /// `text/csv`
+    Csv,
+    /// `application/json`
+    Json,
+    /// Prometheus text exposition format.
+    Prometheus,
+}
+
+impl StatusFormat {
+    /// Every format, in the order the documentation lists them.
+    pub const ALL: [StatusFormat; 4] = [Self::Html, Self::Csv, Self::Json, Self::Prometheus];
+
+    /// Exact, case-sensitive match of a format name (`html`, `csv`,
+    /// `json`, `prometheus`), as in the directive and `?format=`.
+    pub fn parse(v: &[u8]) -> Option<Self> {
+        Self::ALL.into_iter().find(|f| f.as_str().as_bytes() == v)
+    }
+
+    /// The format's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StatusFormat::Html => "html",
+            StatusFormat::Csv => "csv",
+            StatusFormat::Json => "json",
+            StatusFormat::Prometheus => "prometheus",
+        }
+    }
+}
+
+/// `healthcheck_status [format];`: zero arguments mean HTML.
+pub fn parse_status_directive(args: &[&[u8]]) -> Result<StatusFormat, ConfError> {
+    match args {
+        [] => Ok(StatusFormat::Html),
+        [arg] => StatusFormat::parse(arg).ok_or_else(|| {
+            invalid_value(
+                "healthcheck_status",
+                arg,
+                "format must be html, csv, json or prometheus",
+            )
+        }),
+        _ => Err(ConfError(
+            "invalid number of arguments in \"healthcheck_status\" directive".into(),
+        )),
+    }
+}
+
+/// Parameters of the `vnswrr` directive.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct VnswrrConf {
+    /// Ring nodes built per batch; 0 = the group's peer count.
+    pub max_init: u32,
+}
+
+/// `vnswrr [max_init=n];`: `n` is a decimal integer >= 0 (0 = default).
+pub fn parse_vnswrr(args: &[&[u8]]) -> Result<VnswrrConf, ConfError> {
+    let invalid = |arg: &[u8], reason: &str| {
+        ConfError(format!(
+            "invalid parameter \"{}\" in \"vnswrr\" directive: {reason}",
+            printable(arg)
+        ))
+    };
+
+    let mut max_init = None;
+    for &arg in args {
+        let Some(value) = arg.strip_prefix(b"max_init=") else {
+            return Err(invalid(arg, "the only parameter is max_init=n"));
+        };
+        if max_init.is_some() {
+            return Err(invalid(arg, "max_init is given twice"));
+        }
+        let n = match parse_decimal(value) {
+            Ok(n) => u32::try_from(n).map_err(|_| NumError::Overflow),
+            Err(e) => Err(e),
+        };
+        max_init = Some(n.map_err(|e| match e {
+            NumError::Malformed => invalid(arg, "max_init must be a decimal integer"),
+            NumError::Overflow => invalid(arg, "max_init must be at most 4294967295"),
+        })?);
+    }
+    Ok(VnswrrConf {
+        max_init: max_init.unwrap_or(0),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn err<T: std::fmt::Debug>(r: Result<T, ConfError>) -> String {
+        r.unwrap_err().to_string()
+    }
+
+    #[test]
+    fn shm_size_accepts_nginx_sizes() {
+        assert_eq!(parse_shm_size(b"1"), Ok(1));
+        assert_eq!(parse_shm_size(b"32k"), Ok(32 << 10));
+        assert_eq!(parse_shm_size(b"1M"), Ok(1 << 20));
+        assert_eq!(parse_shm_size(b"4g"), Ok(SHM_SIZE_MAX));
+        assert_eq!(parse_shm_size(b"4294967296"), Ok(SHM_SIZE_MAX));
+    }
+
+    #[test]
+    fn shm_size_errors() {
+        assert_eq!(
+            err(parse_shm_size(b"0")),
+            "invalid value \"0\" in \"check_shm_size\" directive: size must be greater than 0"
+        );
+        assert_eq!(
+            err(parse_shm_size(b"0k")),
+            err(parse_shm_size(b"0")).replace("\"0\"", "\"0k\"")
+        );
+        assert_eq!(
+            err(parse_shm_size(b"abc")),
+            "invalid value \"abc\" in \"check_shm_size\" directive: \
+             size must be a number of bytes, optionally with a unit k, m or g (512k, 10m)"
+        );
+        assert_eq!(
+            err(parse_shm_size(b"4294967297")),
+            "invalid value \"4294967297\" in \"check_shm_size\" directive: size must be at most 4g"
+        );
+        assert!(err(parse_shm_size(b"5g")).ends_with("size must be at most 4g"));
+        assert!(err(parse_shm_size(b"99999999999999999999")).ends_with("size must be at most 4g"));
+        assert!(err(parse_shm_size(b"")).contains("size must be a number of bytes"));
+        assert!(err(parse_shm_size(b"-1")).contains("size must be a number of bytes"));
+        assert!(err(parse_shm_size(b"\xff")).starts_with("invalid value \"\\xff\""));
+    }
+
+    #[test]
+    fn keepalive_requests() {
+        assert_eq!(parse_keepalive_requests(b"1"), Ok(1));
+        assert_eq!(parse_keepalive_requests(b"10"), Ok(10));
+        assert_eq!(
+            parse_keepalive_requests(b"1000000"),
+            Ok(KEEPALIVE_REQUESTS_MAX)
+        );
+        assert_eq!(
+            err(parse_keepalive_requests(b"0")),
+            "invalid value \"0\" in \"check_keepalive_requests\" directive: \
+             must be a decimal integer from 1 to 1000000"
+        );
+        for bad in [
+            &b"1000001"[..],
+            b"",
+            b"-1",
+            b"abc",
+            b"1k",
+            b"99999999999999999999",
+        ] {
+            assert!(
+                err(parse_keepalive_requests(bad)).ends_with("from 1 to 1000000"),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn status_formats() {
+        for f in StatusFormat::ALL {
+            assert_eq!(StatusFormat::parse(f.as_str().as_bytes()), Some(f));
+        }
+        assert_eq!(StatusFormat::parse(b"JSON"), None);
+        assert_eq!(StatusFormat::parse(b"Html"), None);
+        assert_eq!(StatusFormat::parse(b""), None);
+        assert_eq!(StatusFormat::parse(b"json "), None);
+    }
+
+    #[test]
+    fn status_directive() {
+        assert_eq!(parse_status_directive(&[]), Ok(StatusFormat::Html));
+        assert_eq!(parse_status_directive(&[b"csv"]), Ok(StatusFormat::Csv));
+        assert_eq!(parse_status_directive(&[b"json"]), Ok(StatusFormat::Json));
+        assert_eq!(
+            parse_status_directive(&[b"prometheus"]),
+            Ok(StatusFormat::Prometheus)
+        );
+        assert_eq!(
+            err(parse_status_directive(&[b"xml"])),
+            "invalid value \"xml\" in \"healthcheck_status\" directive: \
+             format must be html, csv, json or prometheus"
+        );
+        assert_eq!(
+            err(parse_status_directive(&[b"html", b"json"])),
+            "invalid number of arguments in \"healthcheck_status\" directive"
+        );
+    }
+
+    #[test]
+    fn vnswrr() {
+        assert_eq!(parse_vnswrr(&[]), Ok(VnswrrConf::default()));
+        assert_eq!(
+            parse_vnswrr(&[b"max_init=0"]),
+            Ok(VnswrrConf { max_init: 0 })
+        );
+        assert_eq!(
+            parse_vnswrr(&[b"max_init=16"]),
+            Ok(VnswrrConf { max_init: 16 })
+        );
+        assert_eq!(
+            parse_vnswrr(&[b"max_init=4294967295"]),
+            Ok(VnswrrConf { max_init: u32::MAX })
+        );
+        assert_eq!(
+            err(parse_vnswrr(&[b"max_init=abc"])),
+            "invalid parameter \"max_init=abc\" in \"vnswrr\" directive: \
+             max_init must be a decimal integer"
+        );
+        assert_eq!(
+            err(parse_vnswrr(&[b"5"])),
+            "invalid parameter \"5\" in \"vnswrr\" directive: the only parameter is max_init=n"
+        );
+        assert_eq!(
+            err(parse_vnswrr(&[b"max_init=4294967296"])),
+            "invalid parameter \"max_init=4294967296\" in \"vnswrr\" directive: \
+             max_init must be at most 4294967295"
+        );
+        assert_eq!(
+            err(parse_vnswrr(&[b"max_init=1", b"max_init=2"])),
+            "invalid parameter \"max_init=2\" in \"vnswrr\" directive: max_init is given twice"
+        );
+        for bad in [
+            &b"max_init="[..],
+            b"max_init=-1",
+            b"max_init=+1",
+            b"max_init=0x10",
+        ] {
+            assert!(err(parse_vnswrr(&[bad])).ends_with("max_init must be a decimal integer"));
+        }
+        for bad in [&b"max_init"[..], b"MAX_INIT=1", b"max_init =1", b""] {
+            assert!(err(parse_vnswrr(&[bad])).ends_with("the only parameter is max_init=n"));
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn never_panic(args in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..16), 0..4)) {
+            let args: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
+            let _ = parse_vnswrr(&args);
+            let _ = parse_status_directive(&args);
+            if let Some(first) = args.first() {
+                if let Ok(n) = parse_shm_size(first) {
+                    prop_assert!(n > 0 && n <= SHM_SIZE_MAX);
+                }
+                if let Ok(n) = parse_keepalive_requests(first) {
+                    prop_assert!((1..=KEEPALIVE_REQUESTS_MAX).contains(&n));
+                }
+            }
+        }
+
+        #[test]
+        fn shm_size_units(n in 1u64..4096) {
+            prop_assert_eq!(parse_shm_size(format!("{n}k").as_bytes()), Ok(n << 10));
+            prop_assert_eq!(parse_shm_size(format!("{n}m").as_bytes()), Ok(n << 20));
+        }
+    }
+}
