@@ -46,13 +46,6 @@ pub struct UpsConf {
     pub vnswrr: Option<VnswrrConf>,
 }
 
-impl UpsConf {
-    /// `check_keepalive_requests`, default 10.
-    pub fn keepalive_requests(&self) -> u32 {
-        self.keepalive_requests.unwrap_or(10)
-    }
-}
-
 /// Per-location configuration of the http context.
 #[derive(Default)]
 pub struct LocConf {

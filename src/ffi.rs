@@ -128,3 +128,26 @@ pub fn find_global(name: &CStr) -> Option<*mut c_void> {
     let p = unsafe { dlsym(ptr::null_mut(), name.as_ptr()) };
     (!p.is_null()).then_some(p)
 }
+
+/// Log `args` at `level` (an expression, unlike ngx's statement macros).
+pub fn log(level: u32, log: *mut ngx_log_t, args: core::fmt::Arguments<'_>) {
+    // SAFETY: NULL or a valid nginx log.
+    let Some(l) = (unsafe { log.as_ref() }) else {
+        return;
+    };
+    if (level as usize) > l.log_level {
+        return;
+    }
+    let msg = args.to_string();
+    // SAFETY: "%*s" takes a length and a pointer; msg outlives the call.
+    unsafe {
+        ngx::ffi::ngx_log_error_core(
+            level as ngx_uint_t,
+            log,
+            0,
+            c"%*s".as_ptr(),
+            msg.len(),
+            msg.as_ptr(),
+        );
+    }
+}

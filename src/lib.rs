@@ -4,6 +4,7 @@
 //! that connect them to the rest of the crate.
 #![allow(non_upper_case_globals)]
 
+mod check;
 mod conf;
 mod ffi;
 mod hooks;
@@ -17,12 +18,13 @@ use core::ptr;
 
 use ngx::core::{Pool, NGX_CONF_ERROR, NGX_CONF_OK};
 use ngx::ffi::{
-    ngx_command_t, ngx_conf_t, ngx_cycle_t, ngx_http_conf_ctx_t, ngx_http_core_loc_conf_t,
-    ngx_http_core_module, ngx_http_module, ngx_http_module_t, ngx_http_request_t,
-    ngx_http_upstream_main_conf_t, ngx_http_upstream_module, ngx_int_t, ngx_module_t, ngx_process,
-    ngx_stream_conf_ctx_t, ngx_stream_module, ngx_stream_module_t, ngx_stream_upstream_main_conf_t,
-    ngx_stream_upstream_module, ngx_uint_t, NGX_CONF_1MORE, NGX_CONF_NOARGS, NGX_CONF_TAKE1,
-    NGX_ERROR, NGX_HTTP_LOC_CONF, NGX_HTTP_MAIN_CONF, NGX_HTTP_MODULE, NGX_HTTP_UPS_CONF,
+    ngx_command_t, ngx_conf_t, ngx_core_conf_t, ngx_core_module, ngx_cycle_t, ngx_http_conf_ctx_t,
+    ngx_http_core_loc_conf_t, ngx_http_core_module, ngx_http_module, ngx_http_module_t,
+    ngx_http_request_t, ngx_http_upstream_main_conf_t, ngx_http_upstream_module, ngx_int_t,
+    ngx_module_t, ngx_process, ngx_stream_conf_ctx_t, ngx_stream_module, ngx_stream_module_t,
+    ngx_stream_upstream_main_conf_t, ngx_stream_upstream_module, ngx_uint_t, ngx_worker,
+    NGX_CONF_1MORE, NGX_CONF_NOARGS, NGX_CONF_TAKE1, NGX_ERROR, NGX_HTTP_LOC_CONF,
+    NGX_HTTP_MAIN_CONF, NGX_HTTP_MODULE, NGX_HTTP_UPS_CONF, NGX_LOG_ALERT, NGX_LOG_DEBUG,
     NGX_LOG_EMERG, NGX_OK, NGX_PROCESS_SINGLE, NGX_PROCESS_WORKER, NGX_STREAM_MAIN_CONF,
     NGX_STREAM_MODULE, NGX_STREAM_UPS_CONF,
 };
@@ -208,6 +210,8 @@ unsafe extern "C" fn ngx_http_upstream_check_init_process(cycle: *mut ngx_cycle_
         // SAFETY: no reference into WORKER exists yet in this process.
         unsafe { WORKER.set(Some(w)) };
         hooks::install();
+        // SAFETY: worker process with a complete configuration.
+        unsafe { start_probes(cycle) };
         NGX_OK as ngx_int_t
     })
 }
@@ -255,7 +259,7 @@ unsafe fn build_worker(cycle: &ngx_cycle_t) -> Worker {
         };
         // SAFETY: our main conf; the zone (if any) was initialised by nginx.
         let zone = unsafe { mcf.as_ref().and_then(|m| shm::Zone::from_shm_zone(m.zone)) };
-        let ctx = Context::new(proto, zone, &ups);
+        let ctx = Context::new(zone, &ups);
         match proto {
             Proto::Http => w.http = ctx,
             Proto::Stream => w.stream = ctx,
@@ -264,7 +268,73 @@ unsafe fn build_worker(cycle: &ngx_cycle_t) -> Worker {
     w
 }
 
+/// This worker's slot and the number of workers.
+///
+/// # Safety
+/// `cycle` is the running cycle.
+unsafe fn worker_slot(cycle: &ngx_cycle_t) -> (u32, u32) {
+    // SAFETY: set by nginx before init_process.
+    if unsafe { ngx_process } as u32 == NGX_PROCESS_SINGLE {
+        return (0, 1);
+    }
+    // SAFETY: the core module's conf is always present.
+    let workers = unsafe {
+        let ccf = (*cycle.conf_ctx.add(ngx_core_module.index)).cast::<ngx_core_conf_t>();
+        ccf.as_ref().map_or(1, |c| c.worker_processes.max(1))
+    };
+    // SAFETY: set by nginx for worker processes.
+    (unsafe { ngx_worker } as u32, workers as u32)
+}
+
+/// Arm the probe timers of both contexts.
+///
+/// # Safety
+/// Worker process; WORKER is set.
+unsafe fn start_probes(cycle: &ngx_cycle_t) {
+    let Some(w) = WORKER.get() else { return };
+    // SAFETY: per the contract.
+    let (slot, workers) = unsafe { worker_slot(cycle) };
+    // Probes log through a copy of the cycle's log whose level hides
+    // nginx's own per-connection "connect() failed" errors (the module
+    // reports state changes itself) unless debug logging is on.
+    // SAFETY: the cycle log is valid; the copy lives as long as the process.
+    let conn_log = unsafe {
+        let mut l = *cycle.log;
+        if l.log_level < NGX_LOG_DEBUG as usize {
+            l.log_level = l.log_level.min(NGX_LOG_ALERT as usize);
+        }
+        Box::into_raw(Box::new(l))
+    };
+    // SAFETY: per the contract; both logs live for the process.
+    let probers = unsafe {
+        [
+            check::Prober::start(Proto::Http, &w.http, (slot, workers), cycle.log, conn_log),
+            check::Prober::start(
+                Proto::Stream,
+                &w.stream,
+                (slot, workers),
+                cycle.log,
+                conn_log,
+            ),
+        ]
+    };
+    // SAFETY: single-threaded; nothing borrows PROBERS now.
+    unsafe { *PROBERS.0.get() = Some(probers) };
+}
+
+/// The probes of this process (set in init_process).
+struct Probers(core::cell::UnsafeCell<Option<[check::Prober; 2]>>);
+// SAFETY: nginx runs module code on one thread per process.
+unsafe impl Sync for Probers {}
+static PROBERS: Probers = Probers(core::cell::UnsafeCell::new(None));
+
 unsafe extern "C" fn ngx_http_upstream_check_exit_process(_cycle: *mut ngx_cycle_t) {
+    // SAFETY: single-threaded; nothing borrows PROBERS during exit.
+    if let Some(probers) = unsafe { (*PROBERS.0.get()).as_mut() } {
+        for p in probers.iter_mut() {
+            p.stop();
+        }
+    }
     hooks::uninstall();
     // SAFETY: nginx is tearing the process down; no reference is alive.
     unsafe { WORKER.set(None) };

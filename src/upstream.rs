@@ -35,7 +35,6 @@ pub struct PeerRef {
     pub name: ngx_str_t,
     pub sockaddr: *mut sockaddr,
     pub socklen: socklen_t,
-    pub backup: bool,
 }
 
 impl PeerRef {
@@ -85,7 +84,6 @@ macro_rules! walk {
             let Some(c) = conf.as_ref() else { continue };
             let mut peers = Vec::new();
             let mut group = uscf.peer.data as *const $peers_t;
-            let mut backup = false;
             while let Some(g) = group.as_ref().filter(|_| c.check.is_some()) {
                 let mut p = g.peer;
                 while let Some(peer) = p.as_ref() {
@@ -95,13 +93,11 @@ macro_rules! walk {
                             name: peer.name,
                             sockaddr: peer.sockaddr,
                             socklen: peer.socklen,
-                            backup,
                         });
                     }
                     p = peer.next;
                 }
                 group = g.next;
-                backup = true;
             }
             out.push(UpstreamRef {
                 name: uscf.host,

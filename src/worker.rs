@@ -16,7 +16,6 @@ use crate::upstream::{PeerRef, Proto, UpstreamRef};
 
 /// One checked peer as the worker sees it.
 pub struct Target {
-    pub proto: Proto,
     /// Index in the status output and in the zone (per context).
     pub index: u32,
     pub upstream: ngx_str_t,
@@ -42,7 +41,7 @@ pub struct Context {
 
 impl Context {
     /// Build from the context's upstreams, in the order the zone was planned.
-    pub fn new(proto: Proto, zone: Option<Zone>, upstreams: &[UpstreamRef]) -> Self {
+    pub fn new(zone: Option<Zone>, upstreams: &[UpstreamRef]) -> Self {
         let mut targets = Vec::new();
         for u in upstreams {
             let Some(check) = &u.conf().check else {
@@ -50,7 +49,6 @@ impl Context {
             };
             for p in &u.peers {
                 targets.push(Target {
-                    proto,
                     index: targets.len() as u32,
                     upstream: u.name,
                     peer: *p,

@@ -1,0 +1,127 @@
+//! When a worker runs a peer's round (SPEC §3).
+//!
+//! Every worker keeps a timer per peer; the shared slot holds when the next
+//! round is due and a lease naming the worker running a round. The peer's
+//! owner (`index % workers`) runs it when due; any other worker runs it only
+//! when it is overdue by a whole interval (the owner died or stalls), so
+//! the instance runs one round per peer per interval whatever the number
+//! of workers, and a dead owner is replaced within two intervals.
+
+/// Worker slot that owns peer `index`.
+pub fn owner(index: u32, workers: u32) -> u32 {
+    index % workers.max(1)
+}
+
+/// What a worker does when its timer for a peer fires.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// Try to claim the lease and start a round now.
+    Run,
+    /// Sleep until this monotonic ms, then decide again.
+    WaitUntil(u64),
+}
+
+/// Decide at `now` for a peer whose next round is due at `due`.
+pub fn decide(now: u64, due: u64, is_owner: bool, interval: u64) -> Decision {
+    let at = if is_owner { due } else { due.saturating_add(interval) };
+    if now >= at {
+        Decision::Run
+    } else {
+        Decision::WaitUntil(at)
+    }
+}
+
+/// Due time of a peer's first round: a random offset inside the first
+/// interval, so that many peers do not fire together. `random` is any
+/// uniformly distributed value.
+pub fn first_due(now: u64, interval: u64, random: u64) -> u64 {
+    now + random % interval.max(1)
+}
+
+/// Due time of the round after one that started at `start` and committed at
+/// `committed`: fixed-rate, or right away when the round overran.
+pub fn next_due(start: u64, committed: u64, interval: u64) -> u64 {
+    start.saturating_add(interval).max(committed)
+}
+
+const EXPIRY_BITS: u32 = 48;
+const EXPIRY_MASK: u64 = (1 << EXPIRY_BITS) - 1;
+
+/// The lease word of worker slot `worker` running a round until `expiry`.
+pub fn lease(worker: u32, expiry: u64) -> u64 {
+    (u64::from(worker as u16) + 1) << EXPIRY_BITS | (expiry & EXPIRY_MASK)
+}
+
+/// Can a round be claimed at `now` given the lease word `word`? Free, or
+/// held by a round that outlived its budget (its worker died or stalls).
+pub fn lease_claimable(word: u64, now: u64) -> bool {
+    word == 0 || (word & EXPIRY_MASK) < (now & EXPIRY_MASK)
+}
+
+/// How long a claimed round may hold the lease: its whole budget plus a
+/// margin for a loaded event loop.
+pub fn lease_expiry(now: u64, timeout: u64) -> u64 {
+    now + timeout + 1000
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn owner_spreads_peers() {
+        assert_eq!(owner(0, 4), 0);
+        assert_eq!(owner(5, 4), 1);
+        assert_eq!(owner(7, 1), 0);
+        assert_eq!(owner(7, 0), 0);
+    }
+
+    #[test]
+    fn owner_runs_when_due_others_an_interval_later() {
+        assert_eq!(decide(1000, 1000, true, 500), Decision::Run);
+        assert_eq!(decide(999, 1000, true, 500), Decision::WaitUntil(1000));
+        assert_eq!(decide(1000, 1000, false, 500), Decision::WaitUntil(1500));
+        assert_eq!(decide(1500, 1000, false, 500), Decision::Run);
+    }
+
+    #[test]
+    fn fixed_rate_and_overrun() {
+        assert_eq!(next_due(1000, 1040, 100), 1100);
+        assert_eq!(next_due(1000, 1250, 100), 1250);
+    }
+
+    #[test]
+    fn lease_round_trip() {
+        let l = lease(3, 5000);
+        assert!(!lease_claimable(l, 4999));
+        assert!(!lease_claimable(l, 5000));
+        assert!(lease_claimable(l, 5001));
+        assert!(lease_claimable(0, 0));
+        assert_ne!(lease(0, 0), 0, "a held lease is never the free word");
+    }
+
+    proptest! {
+        #[test]
+        fn first_round_inside_first_interval(now in 0u64..1 << 40, interval in 100u64..86_400_000, r: u64) {
+            let d = first_due(now, interval, r);
+            prop_assert!(d >= now && d < now + interval);
+        }
+
+        #[test]
+        fn next_round_never_before_commit_nor_early(start in 0u64..1 << 40, took in 0u64..100_000, interval in 100u64..100_000) {
+            let d = next_due(start, start + took, interval);
+            prop_assert!(d >= start + took);
+            prop_assert!(d >= start + interval);
+            prop_assert!(d == start + interval || d == start + took);
+        }
+
+        #[test]
+        fn a_non_owner_never_runs_before_the_owner(now: u32, due: u32, interval in 100u64..100_000) {
+            let (now, due) = (u64::from(now), u64::from(due));
+            if decide(now, due, false, interval) == Decision::Run {
+                prop_assert_eq!(decide(now, due, true, interval), Decision::Run);
+            }
+        }
+    }
+}

@@ -1,0 +1,675 @@
+//! Probes: one timer per checked peer per worker, rounds run on the nginx
+//! event loop with non-blocking sockets (SPEC §3).
+//!
+//! A TCP round connects within `timeout`, then peeks one byte. Data or
+//! "would block" is a success; refused, reset, timed out, closed by the
+//! peer or a socket error is a failure. After a connect whose peek would
+//! block, the round watches the socket for a short settle window (at most
+//! a quarter of the timeout and 100 ms) so that a server that accepts and
+//! at once closes or resets is seen failing; the delay recorded is the
+//! connect-and-peek time, not the settle window. Probe sockets close with
+//! RST (SO_LINGER 0) so checks leave no TIME_WAIT.
+
+use core::ffi::{c_int, c_void};
+use core::mem::{self, size_of};
+use core::ptr;
+use core::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use healthcheck_core::conf::{CheckConf, CheckType};
+use healthcheck_core::health::{Health, Transition};
+use healthcheck_core::schedule::{self, Decision};
+use healthcheck_core::status::duration_bucket;
+use ngx::ffi::{
+    getsockopt, linger, ngx_add_timer, ngx_close_connection,
+    ngx_connection_log_error_e_NGX_ERROR_ERR, ngx_connection_t, ngx_current_msec, ngx_del_timer,
+    ngx_event_connect_peer, ngx_event_get_peer, ngx_event_t, ngx_exiting, ngx_int_t, ngx_log_t,
+    ngx_msec_t, ngx_peer_connection_t, ngx_quit, ngx_random, ngx_socket_errno, ngx_str_t,
+    ngx_terminate, recv, setsockopt, sockaddr_in, sockaddr_in6, socklen_t, AF_INET, AF_INET6,
+    EADDRNOTAVAIL, EAGAIN, ECONNREFUSED, ECONNRESET, EHOSTUNREACH, EINTR, EMFILE, ENETUNREACH,
+    ENFILE, ENOBUFS, ENOMEM, EPIPE, ETIMEDOUT, MSG_PEEK, NGX_AGAIN, NGX_DECLINED, NGX_LOG_DEBUG,
+    NGX_LOG_NOTICE, NGX_LOG_WARN, NGX_OK, SOL_SOCKET, SO_ERROR, SO_LINGER,
+};
+
+use crate::shm::{Slot, Zone};
+use crate::upstream::Proto;
+use crate::worker::{Context, Target};
+
+/// Why a round failed; the index is the slot's reason counter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reason {
+    Refused = 0,
+    Timeout = 1,
+    Reset = 2,
+    Closed = 3,
+    #[allow(dead_code)] // UDP checks (issue 4)
+    Unreachable = 4,
+    Error = 5,
+}
+
+impl Reason {
+    fn describe(self) -> &'static str {
+        match self {
+            Reason::Refused => "connection refused",
+            Reason::Timeout => "timed out",
+            Reason::Reset => "connection reset by peer",
+            Reason::Closed => "connection closed by peer",
+            Reason::Unreachable => "port unreachable",
+            Reason::Error => "socket error",
+        }
+    }
+
+    fn from_errno(err: c_int) -> Self {
+        match err as u32 {
+            ECONNREFUSED => Reason::Refused,
+            ETIMEDOUT => Reason::Timeout,
+            ECONNRESET | EPIPE => Reason::Reset,
+            EHOSTUNREACH | ENETUNREACH => Reason::Unreachable,
+            _ => Reason::Error,
+        }
+    }
+}
+
+/// Errors of this host, not of the peer: neither success nor failure.
+fn is_local_error(err: c_int) -> bool {
+    matches!(
+        err as u32,
+        EMFILE | ENFILE | ENOBUFS | ENOMEM | EADDRNOTAVAIL
+    )
+}
+
+/// The end of a round.
+enum Outcome {
+    Up {
+        delay_ms: u64,
+    },
+    Down(Reason),
+    /// A local resource problem; counters stay as they are.
+    Local(c_int),
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Idle,
+    Connecting,
+    Settling,
+}
+
+/// One peer's probe in this worker. Boxed: nginx holds pointers to it.
+#[repr(C)]
+pub struct Probe {
+    /// Must stay first: the timer's `data` points here, and nginx's debug
+    /// log reads it as a connection whose `fd` (4th word) is -1.
+    ident: [usize; 4],
+    ev: ngx_event_t,
+    pc: ngx_peer_connection_t,
+    addr: Box<[u8]>,
+    name: ngx_str_t,
+    upstream: ngx_str_t,
+    proto: Proto,
+    index: u32,
+    check: CheckConf,
+    zone: Zone,
+    owner: bool,
+    worker: u32,
+    /// The cycle's log, for the module's own messages.
+    log: *mut ngx_log_t,
+    /// A quieter copy for the probe connections (see `start_probes`).
+    conn_log: *mut ngx_log_t,
+    phase: Phase,
+    /// Start of the current round: nginx's clock (scheduling) and a fresh
+    /// monotonic clock (delay).
+    start_msec: u64,
+    start: Instant,
+    delay_ms: u64,
+}
+
+/// A copy of the peer's address, with the check port when `port=` is set.
+fn check_address(t: &Target) -> Box<[u8]> {
+    let len = t.peer.socklen as usize;
+    // SAFETY: rr peers hold a valid sockaddr of `socklen` bytes.
+    let mut addr: Box<[u8]> =
+        unsafe { core::slice::from_raw_parts(t.peer.sockaddr.cast::<u8>(), len) }.into();
+    if t.check.port != 0 {
+        let port = t.check.port.to_be();
+        // SAFETY: the family says which struct the bytes hold; the buffer
+        // has the matching length.
+        unsafe {
+            let family = u32::from((*addr.as_ptr().cast::<ngx::ffi::sockaddr>()).sa_family);
+            if family == AF_INET && len >= size_of::<sockaddr_in>() {
+                (*addr.as_mut_ptr().cast::<sockaddr_in>()).sin_port = port;
+            } else if family == AF_INET6 && len >= size_of::<sockaddr_in6>() {
+                (*addr.as_mut_ptr().cast::<sockaddr_in6>()).sin6_port = port;
+            }
+        }
+    }
+    addr
+}
+
+/// Probes of one worker.
+pub struct Prober {
+    probes: Vec<Box<Probe>>,
+}
+
+impl Prober {
+    /// Create the probes of a context and arm their timers.
+    ///
+    /// # Safety
+    /// Worker process, after the configuration is complete; `log` outlives
+    /// the prober.
+    pub unsafe fn start(
+        proto: Proto,
+        ctx: &Context,
+        (worker, workers): (u32, u32),
+        log: *mut ngx_log_t,
+        conn_log: *mut ngx_log_t,
+    ) -> Self {
+        let Some(zone) = ctx.zone else {
+            return Self { probes: Vec::new() };
+        };
+        let mut probes = Vec::with_capacity(ctx.targets.len());
+        for t in &ctx.targets {
+            let mut p = Box::new(Probe {
+                ident: [0, 0, 0, usize::MAX],
+                // SAFETY: all-zero is nginx's initial state for these structs.
+                ev: unsafe { mem::zeroed() },
+                // SAFETY: as above.
+                pc: unsafe { mem::zeroed() },
+                addr: check_address(t),
+                name: t.peer.name,
+                upstream: t.upstream,
+                proto,
+                index: t.index,
+                check: t.check.clone(),
+                zone,
+                owner: schedule::owner(t.index, workers) == worker,
+                worker,
+                log,
+                conn_log,
+                phase: Phase::Idle,
+                start_msec: 0,
+                start: Instant::now(),
+                delay_ms: 0,
+            });
+            let data: *mut Probe = &mut *p;
+            p.ev.data = data.cast();
+            p.ev.handler = Some(ngx_healthcheck_timer_handler);
+            p.ev.log = log;
+            p.ev.set_cancelable(1);
+            // First decision almost at once: it draws the random offset.
+            // SAFETY: a fresh event with a valid handler.
+            unsafe { ngx_add_timer(&mut p.ev, 1) };
+            probes.push(p);
+        }
+        Self { probes }
+    }
+
+    /// Close every check connection and timer (process exit).
+    pub fn stop(&mut self) {
+        for p in &mut self.probes {
+            if p.ev.timer_set() != 0 {
+                // SAFETY: the timer belongs to this probe.
+                unsafe { ngx_del_timer(&mut p.ev) };
+            }
+            close(p);
+        }
+    }
+}
+
+fn now_msec() -> u64 {
+    // SAFETY: nginx's cached monotonic clock.
+    unsafe { ngx_current_msec as u64 }
+}
+
+fn exiting() -> bool {
+    // SAFETY: plain process flags.
+    unsafe { ngx_exiting != 0 || ngx_quit != 0 || ngx_terminate != 0 }
+}
+
+fn slot(p: &Probe) -> Option<&Slot> {
+    p.zone.slot(p.index as usize)
+}
+
+fn arm(p: &mut Probe, at: u64) {
+    let delay = at.saturating_sub(now_msec()).max(1) as ngx_msec_t;
+    // SAFETY: the probe's own timer event.
+    unsafe { ngx_add_timer(&mut p.ev, delay) };
+}
+
+unsafe extern "C" fn ngx_healthcheck_timer_handler(ev: *mut ngx_event_t) {
+    // SAFETY: `data` is the boxed probe owning this event.
+    let Some(p) = (unsafe { (*ev).data.cast::<Probe>().as_mut() }) else {
+        return;
+    };
+    let log = p.log;
+    crate::ffi::guard(log, "check timer", (), || on_timer(p));
+}
+
+fn on_timer(p: &mut Probe) {
+    if exiting() {
+        return;
+    }
+    let Some(s) = slot(p) else { return };
+    let now = now_msec();
+    let interval = p.check.interval_ms;
+    let mut due = s.next_due.load(Ordering::Acquire);
+    if due == 0 {
+        let first = schedule::first_due(now, interval, ngx_random() as u64).max(1);
+        due = match s
+            .next_due
+            .compare_exchange(0, first, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => first,
+            Err(other) => other,
+        };
+    }
+    match schedule::decide(now, due, p.owner, interval) {
+        Decision::WaitUntil(at) => arm(p, at),
+        Decision::Run => {
+            let held = s.lease.load(Ordering::Acquire);
+            let mine = schedule::lease(p.worker, schedule::lease_expiry(now, p.check.timeout_ms));
+            if !schedule::lease_claimable(held, now)
+                || s.lease
+                    .compare_exchange(held, mine, Ordering::AcqRel, Ordering::Acquire)
+                    .is_err()
+            {
+                // Another worker runs this round; look again an interval on.
+                arm(p, now + interval);
+                return;
+            }
+            start_round(p, now);
+        }
+    }
+}
+
+fn start_round(p: &mut Probe, now: u64) {
+    p.start_msec = now;
+    p.start = Instant::now();
+    debug(p, "start");
+    match p.check.check_type {
+        CheckType::Tcp => start_tcp(p),
+        // UDP rounds arrive with issue 4; until then a UDP peer is never
+        // failed by a probe that does not exist.
+        CheckType::Udp => finish(p, Outcome::Local(0)),
+    }
+}
+
+fn start_tcp(p: &mut Probe) {
+    // SAFETY: all-zero is the initial state of a peer connection.
+    p.pc = unsafe { mem::zeroed() };
+    p.pc.sockaddr = p.addr.as_mut_ptr().cast();
+    p.pc.socklen = p.addr.len() as socklen_t;
+    p.pc.name = &mut p.name;
+    p.pc.get = Some(ngx_event_get_peer);
+    p.pc.log = p.conn_log;
+    p.pc.set_log_error(ngx_connection_log_error_e_NGX_ERROR_ERR);
+
+    // SAFETY: a fully initialised peer connection.
+    let rc = unsafe { ngx_event_connect_peer(&mut p.pc) };
+    let err = ngx_socket_errno();
+    if rc == NGX_DECLINED as ngx_int_t {
+        // connect() failed at once; nginx already closed the socket.
+        p.pc.connection = ptr::null_mut();
+        let outcome = if is_local_error(err) {
+            Outcome::Local(err)
+        } else {
+            Outcome::Down(Reason::from_errno(err))
+        };
+        return finish(p, outcome);
+    }
+    if rc != NGX_OK as ngx_int_t && rc != NGX_AGAIN as ngx_int_t {
+        // socket(), no free connection, ...: local.
+        p.pc.connection = ptr::null_mut();
+        return finish(p, Outcome::Local(err));
+    }
+    let c = p.pc.connection;
+    let data: *mut Probe = p;
+    // SAFETY: ngx_event_connect_peer returned a live connection.
+    unsafe {
+        (*c).data = data.cast();
+        (*(*c).read).handler = Some(ngx_healthcheck_conn_handler);
+        (*(*c).write).handler = Some(ngx_healthcheck_conn_handler);
+        (*(*c).read).set_cancelable(1);
+        (*(*c).write).set_cancelable(1);
+    }
+    p.phase = Phase::Connecting;
+    if rc == NGX_OK as ngx_int_t {
+        return connected(p, c);
+    }
+    // SAFETY: the connection's own write event.
+    unsafe { ngx_add_timer((*c).write, p.check.timeout_ms as ngx_msec_t) };
+}
+
+unsafe extern "C" fn ngx_healthcheck_conn_handler(ev: *mut ngx_event_t) {
+    // SAFETY: connection events carry their connection in `data`, whose
+    // `data` is the probe (set in start_tcp).
+    let (c, p) = unsafe {
+        let c = (*ev).data.cast::<ngx_connection_t>();
+        (c, (*c).data.cast::<Probe>())
+    };
+    // SAFETY: the probe outlives its connection.
+    let Some(p) = (unsafe { p.as_mut() }) else {
+        return;
+    };
+    let log = p.log;
+    // SAFETY: a live event of a live connection.
+    let timedout = unsafe { (*ev).timedout() != 0 };
+    crate::ffi::guard(log, "check connection", (), || {
+        on_conn_event(p, c, timedout)
+    });
+}
+
+fn on_conn_event(p: &mut Probe, c: *mut ngx_connection_t, timedout: bool) {
+    match p.phase {
+        Phase::Idle => {}
+        Phase::Connecting if timedout => finish(p, Outcome::Down(Reason::Timeout)),
+        Phase::Connecting => {
+            // SAFETY: live connection.
+            let err = unsafe { so_error(c) };
+            if err != 0 {
+                return finish(p, Outcome::Down(Reason::from_errno(err)));
+            }
+            connected(p, c);
+        }
+        // Nothing arrived during the settle window: healthy.
+        Phase::Settling if timedout => finish(
+            p,
+            Outcome::Up {
+                delay_ms: p.delay_ms,
+            },
+        ),
+        Phase::Settling => match peek(c) {
+            Peek::Data => finish(
+                p,
+                Outcome::Up {
+                    delay_ms: p.delay_ms,
+                },
+            ),
+            Peek::WouldBlock => {}
+            Peek::Failed(r) => finish(p, Outcome::Down(r)),
+        },
+    }
+}
+
+/// `SO_ERROR` of the connection's socket (0 = connected).
+///
+/// # Safety
+/// `c` is a live connection.
+unsafe fn so_error(c: *mut ngx_connection_t) -> c_int {
+    let mut err: c_int = 0;
+    let mut len = size_of::<c_int>() as socklen_t;
+    // SAFETY: valid fd and buffers.
+    let rc = unsafe {
+        getsockopt(
+            (*c).fd,
+            SOL_SOCKET as c_int,
+            SO_ERROR as c_int,
+            ptr::addr_of_mut!(err).cast(),
+            &mut len,
+        )
+    };
+    if rc == -1 {
+        ngx_socket_errno()
+    } else {
+        err
+    }
+}
+
+enum Peek {
+    Data,
+    WouldBlock,
+    Failed(Reason),
+}
+
+fn peek(c: *mut ngx_connection_t) -> Peek {
+    let mut b = 0u8;
+    loop {
+        // SAFETY: live connection fd, one-byte buffer.
+        let n = unsafe {
+            recv(
+                (*c).fd,
+                ptr::addr_of_mut!(b).cast::<c_void>(),
+                1,
+                MSG_PEEK as c_int,
+            )
+        };
+        if n > 0 {
+            return Peek::Data;
+        }
+        if n == 0 {
+            return Peek::Failed(Reason::Closed);
+        }
+        let err = ngx_socket_errno();
+        match err as u32 {
+            EAGAIN => return Peek::WouldBlock,
+            EINTR => continue,
+            _ => return Peek::Failed(Reason::from_errno(err)),
+        }
+    }
+}
+
+fn connected(p: &mut Probe, c: *mut ngx_connection_t) {
+    p.delay_ms = p.start.elapsed().as_millis() as u64;
+    match peek(c) {
+        Peek::Data => finish(
+            p,
+            Outcome::Up {
+                delay_ms: p.delay_ms,
+            },
+        ),
+        Peek::Failed(r) => finish(p, Outcome::Down(r)),
+        Peek::WouldBlock => {
+            let budget = p
+                .check
+                .timeout_ms
+                .saturating_sub(now_msec().saturating_sub(p.start_msec));
+            let settle = budget.min(p.check.timeout_ms / 4).min(100);
+            if settle == 0 {
+                return finish(
+                    p,
+                    Outcome::Up {
+                        delay_ms: p.delay_ms,
+                    },
+                );
+            }
+            p.phase = Phase::Settling;
+            // SAFETY: live connection; its write timer is done with.
+            unsafe {
+                if (*(*c).write).timer_set() != 0 {
+                    ngx_del_timer((*c).write);
+                }
+                ngx_add_timer((*c).read, settle as ngx_msec_t);
+            }
+        }
+    }
+}
+
+/// Close the probe's connection, if any, with RST.
+fn close(p: &mut Probe) {
+    let c = mem::replace(&mut p.pc.connection, ptr::null_mut());
+    p.phase = Phase::Idle;
+    if c.is_null() {
+        return;
+    }
+    let l = linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: live connection; closing removes its timers and events.
+    unsafe {
+        setsockopt(
+            (*c).fd,
+            SOL_SOCKET as c_int,
+            SO_LINGER as c_int,
+            ptr::addr_of!(l).cast(),
+            size_of::<linger>() as socklen_t,
+        );
+        ngx_close_connection(c);
+    }
+}
+
+fn unix_ms() -> u64 {
+    let t = ngx::ffi::ngx_timeofday();
+    t.sec as u64 * 1000 + t.msec as u64
+}
+
+fn finish(p: &mut Probe, outcome: Outcome) {
+    close(p);
+    let committed = now_msec();
+    let Some(s) = slot(p) else { return };
+    match outcome {
+        Outcome::Local(err) => local_error(p, err),
+        Outcome::Up { delay_ms } => record(p, s, Ok(delay_ms)),
+        Outcome::Down(r) => record(p, s, Err(r)),
+    }
+    s.last_start.store(p.start_msec, Ordering::Relaxed);
+    let due = schedule::next_due(p.start_msec, committed, p.check.interval_ms);
+    s.next_due.store(due, Ordering::Release);
+    s.lease.store(0, Ordering::Release);
+    if !exiting() {
+        arm(
+            p,
+            if p.owner {
+                due
+            } else {
+                due + p.check.interval_ms
+            },
+        );
+    }
+}
+
+fn record(p: &Probe, s: &Slot, result: Result<u64, Reason>) {
+    let r = Ordering::Relaxed;
+    let duration = p.start.elapsed().as_millis() as u64;
+    let mut h = Health {
+        up: s.up.load(r) != 0,
+        rise: s.rise.load(r),
+        fall: s.fall.load(r),
+    };
+    let flip = h.record(result.is_ok(), p.check.rise, p.check.fall);
+
+    s.seq.fetch_add(1, Ordering::AcqRel);
+    s.checks.fetch_add(1, r);
+    match result {
+        Ok(delay) => {
+            let d = delay.min(u64::from(u32::MAX - 1)) as u32;
+            s.last_delay.store(d, r);
+            let min = s.min_delay.load(r);
+            if min == u32::MAX || d < min {
+                s.min_delay.store(d, r);
+            }
+            let max = s.max_delay.load(r);
+            if max == u32::MAX || d > max {
+                s.max_delay.store(d, r);
+            }
+            s.delay_sum.fetch_add(u64::from(d), r);
+            s.delay_count.fetch_add(1, r);
+        }
+        Err(reason) => {
+            s.fails_total.fetch_add(1, r);
+            s.failures[reason as usize].fetch_add(1, r);
+            s.last_reason.store(reason as u32 + 1, r);
+        }
+    }
+    if let Some(b) = s.duration_buckets.get(duration_bucket(duration)) {
+        b.fetch_add(1, r);
+    }
+    s.duration_sum.fetch_add(duration, r);
+    s.rise.store(h.rise, r);
+    s.fall.store(h.fall, r);
+    if let Some(t) = flip {
+        let now = unix_ms();
+        s.up.store(h.up as u32, Ordering::Release);
+        s.last_change.store(now, r);
+        s.down_since.store(if h.up { 0 } else { now }, r);
+        log_flip(p, t, &h, result.err());
+    }
+    s.seq.fetch_add(1, Ordering::AcqRel);
+    debug(p, if result.is_ok() { "success" } else { "failure" });
+}
+
+fn log_flip(p: &Probe, t: Transition, h: &Health, reason: Option<Reason>) {
+    // SAFETY: names live in the cycle pool.
+    let (ups, name) = unsafe {
+        (
+            crate::ffi::str_bytes(&p.upstream),
+            crate::ffi::str_bytes(&p.name),
+        )
+    };
+    let (ups, name) = (String::from_utf8_lossy(ups), String::from_utf8_lossy(name));
+    match t {
+        Transition::WentDown => crate::ffi::log(
+            NGX_LOG_WARN,
+            p.log,
+            format_args!(
+                "upstream {} peer {} is down after {} failures: {} ({} {} check)",
+                ups,
+                name,
+                h.fall,
+                reason.map_or("failed", Reason::describe),
+                p.proto.as_str(),
+                p.check.check_type.as_str()
+            ),
+        ),
+        Transition::WentUp => crate::ffi::log(
+            NGX_LOG_NOTICE,
+            p.log,
+            format_args!(
+                "upstream {} peer {} is up after {} successes ({} {} check)",
+                ups,
+                name,
+                h.rise,
+                p.proto.as_str(),
+                p.check.check_type.as_str()
+            ),
+        ),
+    }
+}
+
+/// Local errors are logged at most once per 10 s per worker.
+static LAST_LOCAL_LOG: AtomicU64 = AtomicU64::new(0);
+static SUPPRESSED: AtomicU64 = AtomicU64::new(0);
+
+fn local_error(p: &Probe, err: c_int) {
+    if err == 0 {
+        return;
+    }
+    let now = now_msec();
+    let last = LAST_LOCAL_LOG.load(Ordering::Relaxed);
+    if last != 0 && now.saturating_sub(last) < 10_000 {
+        SUPPRESSED.fetch_add(1, Ordering::Relaxed);
+        return;
+    }
+    LAST_LOCAL_LOG.store(now.max(1), Ordering::Relaxed);
+    let skipped = SUPPRESSED.swap(0, Ordering::Relaxed);
+    // SAFETY: names live in the cycle pool.
+    let name = unsafe { crate::ffi::str_bytes(&p.name) };
+    ngx::ngx_log_error!(
+        NGX_LOG_WARN,
+        p.log,
+        "health check of peer {} not run: local error {} ({}); counters unchanged ({} similar messages suppressed)",
+        String::from_utf8_lossy(name),
+        err,
+        std::io::Error::from_raw_os_error(err),
+        skipped
+    );
+}
+
+fn debug(p: &Probe, what: &str) {
+    // SAFETY: a valid log.
+    if unsafe { (*p.log).log_level } < NGX_LOG_DEBUG as usize {
+        return;
+    }
+    // SAFETY: names live in the cycle pool.
+    let name = unsafe { crate::ffi::str_bytes(&p.name) };
+    ngx::ngx_log_error!(
+        NGX_LOG_DEBUG,
+        p.log,
+        "healthcheck {} peer {} #{}: round {} after {} ms",
+        p.proto.as_str(),
+        String::from_utf8_lossy(name),
+        p.index,
+        what,
+        p.start.elapsed().as_millis()
+    );
+}
