@@ -27,6 +27,19 @@
 //! drop(ng); // stops nginx and fails on [alert]/[crit]/[emerg] in error.log
 //! ```
 //!
+//! # Running
+//!
+//! `scripts/build` first, then `cargo test -p healthcheck-t`. The binaries
+//! come from `build/nginx/` unless `NGINX_BIN` / `NGINX_MODULE` name
+//! others (see [`paths`]). A failing test keeps its nginx prefix under
+//! `$TMPDIR/nginx-hc-t/` and prints its path and the error log's tail;
+//! `HC_T_KEEP=1` keeps the prefixes of passing tests too.
+//!
+//! The backends' own tests (`src/selftest.rs`) and the nginx lifecycle
+//! tests without the module (`tests/harness.rs`) check the harness itself.
+//!
+//! # Parallel and timing
+//!
 //! Everything is safe to run in parallel: each nginx gets its own prefix
 //! directory and backends bind port 0. Waiting is always polling under a
 //! deadline (module [`wait`]), never a fixed sleep.

@@ -194,15 +194,10 @@ impl Prefix {
                 }
             })
             .collect::<String>();
+        // Sanitized to ASCII, so byte slicing is safe; keep the (more
+        // specific) end of long names.
         let test = test.trim_start_matches('_');
-        let tail: String = test
-            .chars()
-            .rev()
-            .take(60)
-            .collect::<Vec<_>>()
-            .into_iter()
-            .rev()
-            .collect();
+        let tail = &test[test.len().saturating_sub(60)..];
         let name = format!(
             "{tail}-{}-{}",
             std::process::id(),
