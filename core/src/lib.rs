@@ -3,3 +3,7 @@
 #![forbid(unsafe_code)]
 pub mod conf;
 pub mod health;
+pub mod identity;
+pub mod ptrmap;
+pub mod status;
+pub mod schedule;

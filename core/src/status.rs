@@ -1,0 +1,491 @@
+//! The `healthcheck_status` page (SPEC §2): query parsing and rendering in
+//! HTML, CSV, JSON and Prometheus text format 0.0.4.
+//!
+//! Pure formatting: the caller copies a consistent snapshot of every peer out
+//! of shared memory into [`PeerRow`]s (no lock is held while we format), then
+//! calls [`render_with`] (or [`render`]) once; the whole body is appended to
+//! one `Vec<u8>` without per-row allocations. The time of the snapshot comes
+//! in as [`Meta::now_ms`]; nothing here reads a clock.
+//!
+//! # Choices shared by every format
+//!
+//! - Rows are printed http first, then stream, each group in the order the
+//!   rows are given (the caller passes them by `index`).
+//! - `?status=up|down` filters the rows, and every total counts only the rows
+//!   printed (JSON `total`/`up`/`down`, HTML headings, CSV rows,
+//!   `nginx_upstream_count_*`).
+//! - Names are raw bytes. Invalid UTF-8 is replaced the way
+//!   [`String::from_utf8_lossy`] does it (one U+FFFD per maximal invalid
+//!   sequence), so every format is valid UTF-8 and a consumer sees the same
+//!   text in all of them.
+//! - "Never changed" (`last_change_ms == 0`) is `null` in JSON, an empty cell
+//!   in CSV, `never` in HTML and `0` in Prometheus (a sample must be a number).
+//!   `down_since` is only shown while the peer is down (`null` / empty
+//!   otherwise), whatever the caller put in it.
+//!
+//! See each format's module for its escaping rules: [`json`], [`csv`],
+//! [`html`], [`prom`].
+
+pub mod csv;
+pub mod html;
+pub mod json;
+pub mod prom;
+mod text;
+
+#[cfg(test)]
+mod tests;
+
+/// Which `upstream {}` context a peer belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Group {
+    Http,
+    Stream,
+}
+
+impl Group {
+    /// `"http"` or `"stream"`, as used in JSON keys, CSV `upstream_type` and
+    /// the Prometheus `upstream_type` label.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Group::Http => "http",
+            Group::Stream => "stream",
+        }
+    }
+}
+
+/// Output format of the status page.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum Format {
+    /// The default when `healthcheck_status` has no argument.
+    #[default]
+    Html,
+    Csv,
+    Json,
+    Prometheus,
+}
+
+impl Format {
+    pub const ALL: [Format; 4] = [Format::Html, Format::Csv, Format::Json, Format::Prometheus];
+
+    /// The name used by the directive argument and `?format=`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Format::Html => "html",
+            Format::Csv => "csv",
+            Format::Json => "json",
+            Format::Prometheus => "prometheus",
+        }
+    }
+
+    /// Exact (lowercase) match of a directive argument or `?format=` value.
+    pub fn from_name(name: &[u8]) -> Option<Format> {
+        Format::ALL
+            .into_iter()
+            .find(|f| f.as_str().as_bytes() == name)
+    }
+}
+
+/// `?status=` filter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Filter {
+    Up,
+    Down,
+}
+
+impl Filter {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Filter::Up => "up",
+            Filter::Down => "down",
+        }
+    }
+
+    /// Case-insensitive match of a `?status=` value.
+    pub fn from_name(name: &[u8]) -> Option<Filter> {
+        if name.eq_ignore_ascii_case(b"up") {
+            Some(Filter::Up)
+        } else if name.eq_ignore_ascii_case(b"down") {
+            Some(Filter::Down)
+        } else {
+            None
+        }
+    }
+
+    /// Whether a peer in state `up` is printed under this filter.
+    #[inline]
+    pub const fn keeps(self, up: bool) -> bool {
+        match self {
+            Filter::Up => up,
+            Filter::Down => !up,
+        }
+    }
+}
+
+#[inline]
+fn keeps(filter: Option<Filter>, up: bool) -> bool {
+    match filter {
+        None => true,
+        Some(f) => f.keeps(up),
+    }
+}
+
+/// What the query string asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Query {
+    /// `?format=`; `None` means "use the directive's format".
+    pub format: Option<Format>,
+    /// `?status=`; `None` means every peer.
+    pub filter: Option<Filter>,
+    /// `?refresh=N`: the HTML page reloads itself every N seconds
+    /// (`<meta http-equiv="refresh">`). Only used by HTML. Whole seconds,
+    /// clamped to 1..=3600; `0` or an unparsable value means off (this
+    /// argument is ours, not SPEC's, so a bad value is ignored, not a 400).
+    pub refresh: Option<u32>,
+}
+
+/// Longest refresh period the HTML page accepts, in seconds.
+pub const MAX_REFRESH_S: u32 = 3600;
+
+/// Parse the raw query string (the bytes after `?`; may be empty).
+///
+/// Arguments are split on `&`, each into key and value at the first `=`
+/// (a bare key has an empty value); keys and values are percent-decoded
+/// (`%XX`, `+` = space; a malformed `%` is kept literally). Known keys are
+/// `format` (exact lowercase match), `status` (case-insensitive) and
+/// `refresh`; others are ignored. When a key repeats, the last one wins and
+/// only it is validated. An unknown `format` or `status` value, including an
+/// empty one, is an error whose text is one printable ASCII line suitable
+/// for a 400 body (the offending value is escaped and truncated).
+pub fn parse_query(q: &[u8]) -> Result<Query, String> {
+    let mut format: Option<&[u8]> = None;
+    let mut status: Option<&[u8]> = None;
+    let mut refresh: Option<&[u8]> = None;
+    for arg in q.split(|&b| b == b'&') {
+        if arg.is_empty() {
+            continue;
+        }
+        let (key, value) = match arg.iter().position(|&b| b == b'=') {
+            Some(i) => (&arg[..i], &arg[i + 1..]),
+            None => (arg, &arg[arg.len()..]),
+        };
+        let key = percent_decode(key);
+        match key.as_slice() {
+            b"format" => format = Some(value),
+            b"status" => status = Some(value),
+            b"refresh" => refresh = Some(value),
+            _ => {}
+        }
+    }
+    let mut query = Query::default();
+    if let Some(raw) = format {
+        let value = percent_decode(raw);
+        query.format = Some(Format::from_name(&value).ok_or_else(|| {
+            format!(
+                "unknown format \"{}\": use html, csv, json or prometheus",
+                printable(&value)
+            )
+        })?);
+    }
+    if let Some(raw) = status {
+        let value = percent_decode(raw);
+        query.filter =
+            Some(Filter::from_name(&value).ok_or_else(|| {
+                format!("unknown status \"{}\": use up or down", printable(&value))
+            })?);
+    }
+    if let Some(raw) = refresh {
+        query.refresh = parse_refresh(&percent_decode(raw));
+    }
+    Ok(query)
+}
+
+fn parse_refresh(v: &[u8]) -> Option<u32> {
+    if v.is_empty() || v.len() > 10 || !v.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let n = v.iter().fold(0u64, |n, &d| n * 10 + u64::from(d - b'0'));
+    match n {
+        0 => None,
+        n => Some(n.min(u64::from(MAX_REFRESH_S)) as u32),
+    }
+}
+
+fn percent_decode(s: &[u8]) -> Vec<u8> {
+    fn hex(b: u8) -> Option<u8> {
+        match b {
+            b'0'..=b'9' => Some(b - b'0'),
+            b'a'..=b'f' => Some(b - b'a' + 10),
+            b'A'..=b'F' => Some(b - b'A' + 10),
+            _ => None,
+        }
+    }
+    let mut out = Vec::with_capacity(s.len());
+    let mut i = 0;
+    while i < s.len() {
+        match s[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < s.len() => match (hex(s[i + 1]), hex(s[i + 2])) {
+                (Some(h), Some(l)) => {
+                    out.push(h << 4 | l);
+                    i += 3;
+                    continue;
+                }
+                _ => out.push(b'%'),
+            },
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    out
+}
+
+/// A value shown inside an error line: printable ASCII kept, `"` and `\`
+/// backslash-escaped, every other byte as `\xNN`, at most 64 input bytes.
+fn printable(v: &[u8]) -> String {
+    const MAX: usize = 64;
+    let mut s = String::new();
+    for &b in v.iter().take(MAX) {
+        match b {
+            b'"' => s.push_str("\\\""),
+            b'\\' => s.push_str("\\\\"),
+            0x20..=0x7e => s.push(b as char),
+            _ => s.push_str(&format!("\\x{b:02x}")),
+        }
+    }
+    if v.len() > MAX {
+        s.push_str("...");
+    }
+    s
+}
+
+/// Upper bounds, in ms, of the check-duration histogram buckets; a last,
+/// implicit bucket (`+Inf`) takes everything longer.
+pub const DURATION_BUCKETS_MS: [u64; 12] =
+    [1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000];
+
+/// Number of slots in [`PeerRow::duration_buckets`]: one per bound plus `+Inf`.
+pub const DURATION_SLOTS: usize = DURATION_BUCKETS_MS.len() + 1;
+
+/// The slot of [`PeerRow::duration_buckets`] a round of `ms` milliseconds
+/// counts in: the first bucket whose bound is `>= ms`, else the `+Inf` slot.
+pub fn duration_bucket(ms: u64) -> usize {
+    DURATION_BUCKETS_MS
+        .iter()
+        .position(|&bound| ms <= bound)
+        .unwrap_or(DURATION_BUCKETS_MS.len())
+}
+
+/// One peer's consistent snapshot (the caller copies it out of shared memory).
+#[derive(Clone, Copy, Debug)]
+pub struct PeerRow<'a> {
+    pub group: Group,
+    /// Counts from 0 separately in http and stream; with `group` it is unique.
+    pub index: u32,
+    /// Upstream name, raw bytes (may be hostile, non-UTF-8, long).
+    pub upstream: &'a [u8],
+    /// Peer address as nginx shows it (`127.0.0.1:8081`, `[::1]:80`, `unix:/x`).
+    pub name: &'a [u8],
+    pub up: bool,
+    /// Current consecutive successes.
+    pub rise: u32,
+    /// Current consecutive failures.
+    pub fall: u32,
+    /// `"tcp"` or `"udp"`.
+    pub check_type: &'static str,
+    /// Configured check port, 0 = the server's own.
+    pub port: u16,
+    /// Delays of successful rounds in whole ms, `-1` before the first success.
+    pub last_delay_ms: i64,
+    pub avg_delay_ms: i64,
+    pub min_delay_ms: i64,
+    pub max_delay_ms: i64,
+    /// Rounds run.
+    pub checks: u64,
+    /// Failed rounds.
+    pub fails_total: u64,
+    /// Failed rounds by reason, for `nginx_upstream_server_check_failures_total`.
+    /// Pass every reason the prober knows, zeros included, so each series
+    /// exists from the first scrape; a reason listed twice is summed.
+    pub failures_by_reason: &'a [(&'static str, u64)],
+    /// `refused`, `timeout`, `reset`, `closed`, `icmp-unreachable`, `error`.
+    pub last_failure_reason: Option<&'static str>,
+    /// Unix ms of the last up/down flip, 0 = never.
+    pub last_change_ms: u64,
+    /// Unix ms since which the peer is down; only shown while `up` is false.
+    pub down_since_ms: Option<u64>,
+    /// Check-duration histogram, **not cumulative**: slot `i` counts rounds
+    /// with `DURATION_BUCKETS_MS[i-1] < ms <= DURATION_BUCKETS_MS[i]` (see
+    /// [`duration_bucket`]), the last slot rounds longer than the last
+    /// bound. Length [`DURATION_SLOTS`]; missing slots count as 0.
+    pub duration_buckets: &'a [u64],
+    /// Sum of the durations counted in `duration_buckets`, ms.
+    pub duration_sum_ms: u64,
+    /// Number of rounds counted in `duration_buckets` (their sum). Printed
+    /// as both `_count` and the `+Inf` bucket; if a torn snapshot makes the
+    /// slots add up to more, the cumulative buckets are clamped to it so the
+    /// histogram stays monotonic.
+    pub duration_count: u64,
+}
+
+/// Page-wide values.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Meta {
+    /// 1 after the first start, +1 per successful configuration load.
+    pub generation: u64,
+    /// Unix ms of the snapshot (HTML shows it and the "for 3m 12s" ages).
+    pub now_ms: u64,
+}
+
+/// Append the whole response body to `out` (HTML without auto-refresh).
+///
+/// Same as [`render_with`] with a [`Query`] holding only `filter`.
+pub fn render(
+    format: Format,
+    filter: Option<Filter>,
+    meta: &Meta,
+    rows: &[PeerRow],
+    out: &mut Vec<u8>,
+) {
+    let query = Query {
+        format: Some(format),
+        filter,
+        refresh: None,
+    };
+    render_with(format, &query, meta, rows, out);
+}
+
+/// Append the whole response body to `out`.
+///
+/// `format` is the effective format (`query.format` or the directive's);
+/// `query.filter` filters rows and totals; `query.refresh` turns on the HTML
+/// page's auto-refresh and is kept in its links.
+pub fn render_with(
+    format: Format,
+    query: &Query,
+    meta: &Meta,
+    rows: &[PeerRow],
+    out: &mut Vec<u8>,
+) {
+    let counts = Counts::of(rows, query.filter);
+    out.reserve(estimate(format, rows));
+    match format {
+        Format::Html => html::render(query, meta, &counts, rows, out),
+        Format::Csv => csv::render(query.filter, rows, out),
+        Format::Json => json::render(query.filter, meta, &counts, rows, out),
+        Format::Prometheus => prom::render(query.filter, meta, &counts, rows, out),
+    }
+}
+
+/// The Content-Type header value for `format` (SPEC §2).
+pub const fn content_type(format: Format) -> &'static str {
+    match format {
+        Format::Html => "text/html; charset=utf-8",
+        Format::Csv => "text/csv; charset=utf-8",
+        Format::Json => "application/json",
+        Format::Prometheus => "text/plain; version=0.0.4; charset=utf-8",
+    }
+}
+
+/// A rough size guess so `out` grows once or twice, not log2(n) times.
+fn estimate(format: Format, rows: &[PeerRow]) -> usize {
+    let per_row = match format {
+        Format::Html => 600,
+        Format::Csv => 120,
+        Format::Json => 400,
+        Format::Prometheus => 2000,
+    };
+    let names: usize = rows.iter().map(|r| r.upstream.len() + r.name.len()).sum();
+    let name_copies = match format {
+        Format::Prometheus => 20,
+        _ => 1,
+    };
+    2048 + rows.len() * per_row + names * name_copies
+}
+
+/// Rows printed under a filter, per group.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GroupCounts {
+    pub total: u64,
+    pub up: u64,
+    pub down: u64,
+}
+
+/// Totals of the printed rows.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub http: GroupCounts,
+    pub stream: GroupCounts,
+}
+
+impl Counts {
+    /// Count the rows `filter` keeps.
+    pub fn of(rows: &[PeerRow], filter: Option<Filter>) -> Counts {
+        let mut c = Counts::default();
+        for r in rows.iter().filter(|r| keeps(filter, r.up)) {
+            let g = match r.group {
+                Group::Http => &mut c.http,
+                Group::Stream => &mut c.stream,
+            };
+            g.total += 1;
+            if r.up {
+                g.up += 1;
+            } else {
+                g.down += 1;
+            }
+        }
+        c
+    }
+
+    pub fn group(&self, group: Group) -> GroupCounts {
+        match group {
+            Group::Http => self.http,
+            Group::Stream => self.stream,
+        }
+    }
+
+    pub fn total(&self) -> u64 {
+        self.http.total + self.stream.total
+    }
+
+    pub fn up(&self) -> u64 {
+        self.http.up + self.stream.up
+    }
+
+    pub fn down(&self) -> u64 {
+        self.http.down + self.stream.down
+    }
+}
+
+/// The printed rows of one group, in the order given.
+fn printed<'r, 'a>(
+    rows: &'r [PeerRow<'a>],
+    group: Group,
+    filter: Option<Filter>,
+) -> impl Iterator<Item = &'r PeerRow<'a>> + 'r {
+    rows.iter()
+        .filter(move |r| r.group == group && keeps(filter, r.up))
+}
+
+/// Printed rows, http first, then stream.
+fn printed_all<'r, 'a>(
+    rows: &'r [PeerRow<'a>],
+    filter: Option<Filter>,
+) -> impl Iterator<Item = &'r PeerRow<'a>> + 'r {
+    printed(rows, Group::Http, filter).chain(printed(rows, Group::Stream, filter))
+}
+
+/// `down_since` as shown: only while down.
+#[inline]
+fn shown_down_since(r: &PeerRow) -> Option<u64> {
+    if r.up {
+        None
+    } else {
+        r.down_since_ms
+    }
+}
+
+/// `last_change` as shown: `None` = never.
+#[inline]
+fn shown_last_change(r: &PeerRow) -> Option<u64> {
+    (r.last_change_ms != 0).then_some(r.last_change_ms)
+}

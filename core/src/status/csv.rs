@@ -1,0 +1,100 @@
+//! CSV: SPEC §2's header, then our columns, one record per printed peer,
+//! http rows first.
+//!
+//! - Header: [`HEADER`]. Our columns after SPEC's: `checks`, `fails_total`,
+//!   `last_failure_reason` (empty when none), `last_change` (unix ms, empty
+//!   when never), `down_since` (unix ms while down, else empty).
+//! - Records end with `\n` (LF, as the C module prints; RFC 4180 readers
+//!   accept it). No trailing data after the last record.
+//! - RFC 4180 quoting: a cell containing `,`, `"`, CR or LF is wrapped in
+//!   `"` with inner `"` doubled; other cells are bare.
+//! - Formula injection: a *text* cell (`upstream_type`, `upstream_name`,
+//!   `host`, `check_type`, `status`, `last_failure_reason`) whose first
+//!   character is `=`, `+`, `-`, `@`, TAB or CR gets a `'` prepended, so a
+//!   spreadsheet shows it as text; the `'` is part of the cell's value.
+//!   Numeric cells are never touched, so `-1` stays `-1`.
+//! - Invalid UTF-8 becomes U+FFFD (as [`String::from_utf8_lossy`]): the body
+//!   is valid UTF-8, as the `charset=utf-8` Content-Type promises.
+
+use super::text::{lossy_runs, push_i64, push_u64, REPLACEMENT};
+use super::{printed_all, shown_down_since, shown_last_change, Filter, PeerRow};
+
+/// The header line, without its line end.
+pub const HEADER: &str = "index,upstream_type,upstream_name,host,rise,fall,check_type,check_port,\
+last_delay,avg_delay,min_delay,max_delay,status,\
+checks,fails_total,last_failure_reason,last_change,down_since";
+
+pub(super) fn render(filter: Option<Filter>, rows: &[PeerRow], out: &mut Vec<u8>) {
+    out.extend_from_slice(HEADER.as_bytes());
+    out.push(b'\n');
+    for r in printed_all(rows, filter) {
+        push_u64(out, r.index.into());
+        out.push(b',');
+        text(out, r.group.as_str().as_bytes());
+        out.push(b',');
+        text(out, r.upstream);
+        out.push(b',');
+        text(out, r.name);
+        out.push(b',');
+        push_u64(out, r.rise.into());
+        out.push(b',');
+        push_u64(out, r.fall.into());
+        out.push(b',');
+        text(out, r.check_type.as_bytes());
+        out.push(b',');
+        push_u64(out, r.port.into());
+        for d in [
+            r.last_delay_ms,
+            r.avg_delay_ms,
+            r.min_delay_ms,
+            r.max_delay_ms,
+        ] {
+            out.push(b',');
+            push_i64(out, d);
+        }
+        out.extend_from_slice(if r.up { b",up," } else { b",down," });
+        push_u64(out, r.checks);
+        out.push(b',');
+        push_u64(out, r.fails_total);
+        out.push(b',');
+        if let Some(reason) = r.last_failure_reason {
+            text(out, reason.as_bytes());
+        }
+        out.push(b',');
+        if let Some(t) = shown_last_change(r) {
+            push_u64(out, t);
+        }
+        out.push(b',');
+        if let Some(t) = shown_down_since(r) {
+            push_u64(out, t);
+        }
+        out.push(b'\n');
+    }
+}
+
+/// Append a text cell (rules in the module docs).
+pub fn text(out: &mut Vec<u8>, s: &[u8]) {
+    let quote = s.iter().any(|&b| matches!(b, b',' | b'"' | b'\r' | b'\n'));
+    let inert = matches!(s.first(), Some(b'=' | b'+' | b'-' | b'@' | b'\t' | b'\r'));
+    if quote {
+        out.push(b'"');
+    }
+    if inert {
+        out.push(b'\'');
+    }
+    lossy_runs(out, s, REPLACEMENT, |out, run| {
+        if !quote {
+            out.extend_from_slice(run);
+            return;
+        }
+        for part in run.split_inclusive(|&b| b == b'"') {
+            out.extend_from_slice(part);
+            if part.last() == Some(&b'"') {
+                out.push(b'"');
+            }
+        }
+    });
+    if quote {
+        out.push(b'"');
+    }
+}

@@ -1,0 +1,336 @@
+//! HTML: one standalone page (inline CSS, no scripts, no external assets).
+//!
+//! - A summary line (generation, printed peers up/down, filter, snapshot
+//!   time), links to filter (`all`/`up`/`down`), to reload, to turn
+//!   auto-refresh on (`?refresh=N`, a `<meta http-equiv="refresh">`) or
+//!   off, and to the other formats; the links keep the current filter and
+//!   refresh.
+//! - Per group (`http`, `stream`) a heading with its printed counts and a
+//!   table; down rows have class `down` and a red background; an empty group
+//!   says so instead of an empty table.
+//! - Text is escaped: `&` `<` `>` `"` `'` as entities; invalid UTF-8, C0
+//!   controls other than TAB/LF/CR, DEL and C1 controls (U+0080..U+009F)
+//!   become U+FFFD. The page is valid UTF-8.
+
+use super::text::{lossy_runs, push_age, push_i64, push_u64, push_utc, REPLACEMENT};
+use super::{
+    printed, shown_down_since, shown_last_change, Counts, Filter, Group, Meta, PeerRow, Query,
+};
+
+const STYLE: &str = "\
+body{font:14px/1.45 system-ui,-apple-system,\"Segoe UI\",Roboto,sans-serif;margin:1.2em 1.5em;color:#1d1d1f;background:#fff}\
+h1{font-size:1.35em;margin:0 0 .3em}\
+h2{font-size:1.1em;margin:1.4em 0 .4em}\
+p,nav{margin:.3em 0;color:#444}\
+nav a,nav strong{margin:0 .15em}\
+a{color:#0550ae}\
+.bad{color:#b00020;font-weight:600}\
+.good{color:#1a7f37;font-weight:600}\
+table{border-collapse:collapse;min-width:60%}\
+th,td{border:1px solid #d0d7de;padding:.2em .5em;text-align:left;vertical-align:top}\
+th{background:#f3f4f6;position:sticky;top:0;white-space:nowrap}\
+td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}\
+td.w{word-break:break-all;max-width:28em}\
+td.s{font-weight:600;color:#1a7f37}\
+tr.down td{background:#ffe3e3}\
+tr.down td.s{color:#b00020}\
+tbody tr:hover td{background:#f6f8fa}\
+tr.down:hover td{background:#ffd0d0}";
+
+const COLUMNS: &[&str] = &[
+    "#",
+    "upstream",
+    "server",
+    "status",
+    "rise",
+    "fall",
+    "type",
+    "port",
+    "last ms",
+    "avg ms",
+    "min ms",
+    "max ms",
+    "checks",
+    "failures",
+    "last failure",
+    "last change",
+    "down for",
+];
+
+pub(super) fn render(
+    query: &Query,
+    meta: &Meta,
+    counts: &Counts,
+    rows: &[PeerRow],
+    out: &mut Vec<u8>,
+) {
+    out.extend_from_slice(
+        b"<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n",
+    );
+    if let Some(n) = query.refresh {
+        out.extend_from_slice(b"<meta http-equiv=\"refresh\" content=\"");
+        push_u64(out, n.into());
+        out.extend_from_slice(b"\">\n");
+    }
+    out.extend_from_slice(b"<title>Upstream health: ");
+    if counts.total() == 0 {
+        out.extend_from_slice(b"no peers");
+    } else if counts.down() == 0 {
+        push_u64(out, counts.up());
+        out.extend_from_slice(b" up");
+    } else {
+        push_u64(out, counts.down());
+        out.extend_from_slice(b" down");
+    }
+    out.extend_from_slice(b"</title>\n<style>");
+    out.extend_from_slice(STYLE.as_bytes());
+    out.extend_from_slice(b"</style>\n</head>\n<body>\n<h1>Upstream health</h1>\n<p>");
+    out.extend_from_slice(b"Generation ");
+    push_u64(out, meta.generation);
+    out.extend_from_slice(b" &middot; ");
+    summary(counts.total(), counts.up(), counts.down(), out);
+    out.extend_from_slice(match query.filter {
+        None => b" &middot; showing all peers".as_slice(),
+        Some(Filter::Up) => b" &middot; showing up peers only",
+        Some(Filter::Down) => b" &middot; showing down peers only",
+    });
+    out.extend_from_slice(b" &middot; at ");
+    push_utc(out, meta.now_ms);
+    out.extend_from_slice(b"</p>\n");
+    nav(query, out);
+    for group in [Group::Http, Group::Stream] {
+        let c = counts.group(group);
+        out.extend_from_slice(b"<h2 id=\"");
+        out.extend_from_slice(group.as_str().as_bytes());
+        out.extend_from_slice(b"\">");
+        out.extend_from_slice(group.as_str().as_bytes());
+        out.extend_from_slice(b": ");
+        summary(c.total, c.up, c.down, out);
+        out.extend_from_slice(b"</h2>\n");
+        if c.total == 0 {
+            out.extend_from_slice(b"<p>No ");
+            if let Some(f) = query.filter {
+                out.extend_from_slice(f.as_str().as_bytes());
+                out.push(b' ');
+            }
+            out.extend_from_slice(b"peers.</p>\n");
+            continue;
+        }
+        out.extend_from_slice(b"<table>\n<thead><tr>");
+        for col in COLUMNS {
+            out.extend_from_slice(b"<th>");
+            out.extend_from_slice(col.as_bytes());
+            out.extend_from_slice(b"</th>");
+        }
+        out.extend_from_slice(b"</tr></thead>\n<tbody>\n");
+        for r in printed(rows, group, query.filter) {
+            row(r, meta.now_ms, out);
+        }
+        out.extend_from_slice(b"</tbody>\n</table>\n");
+    }
+    out.extend_from_slice(b"</body>\n</html>\n");
+}
+
+/// `4 peers: 3 up, 1 down` with the down count highlighted when non-zero.
+fn summary(total: u64, up: u64, down: u64, out: &mut Vec<u8>) {
+    push_u64(out, total);
+    out.extend_from_slice(if total == 1 { b" peer: " } else { b" peers: " });
+    push_u64(out, up);
+    out.extend_from_slice(b" up, ");
+    if down > 0 {
+        out.extend_from_slice(b"<span class=\"bad\">");
+        push_u64(out, down);
+        out.extend_from_slice(b" down</span>");
+    } else {
+        out.extend_from_slice(b"0 down");
+    }
+}
+
+fn nav(query: &Query, out: &mut Vec<u8>) {
+    out.extend_from_slice(b"<nav>Show:");
+    let filters: [(Option<Filter>, &[u8]); 3] = [
+        (None, b"all"),
+        (Some(Filter::Up), b"up"),
+        (Some(Filter::Down), b"down"),
+    ];
+    for (f, label) in filters {
+        link(out, "html", f, query.refresh, label, f == query.filter);
+    }
+    out.extend_from_slice(b" &middot;");
+    link(out, "html", query.filter, query.refresh, b"reload", false);
+    out.extend_from_slice(b" &middot; Auto-refresh:");
+    link(
+        out,
+        "html",
+        query.filter,
+        None,
+        b"off",
+        query.refresh.is_none(),
+    );
+    let mut shown_current = query.refresh.is_none();
+    for n in [5u32, 30] {
+        let label = if n == 5 { b"5 s".as_slice() } else { b"30 s" };
+        shown_current |= query.refresh == Some(n);
+        link(
+            out,
+            "html",
+            query.filter,
+            Some(n),
+            label,
+            query.refresh == Some(n),
+        );
+    }
+    if !shown_current {
+        if let Some(n) = query.refresh {
+            out.extend_from_slice(b" <strong>");
+            push_u64(out, n.into());
+            out.extend_from_slice(b" s</strong>");
+        }
+    }
+    out.extend_from_slice(b" &middot; As:");
+    for f in ["csv", "json", "prometheus"] {
+        link(out, f, query.filter, None, f.as_bytes(), false);
+    }
+    out.extend_from_slice(b"</nav>\n");
+}
+
+/// A relative link to this page with other arguments; `current` prints the
+/// label in bold instead of a link.
+fn link(
+    out: &mut Vec<u8>,
+    format: &str,
+    filter: Option<Filter>,
+    refresh: Option<u32>,
+    label: &[u8],
+    current: bool,
+) {
+    if current {
+        out.extend_from_slice(b" <strong>");
+        out.extend_from_slice(label);
+        out.extend_from_slice(b"</strong>");
+        return;
+    }
+    out.extend_from_slice(b" <a href=\"?format=");
+    out.extend_from_slice(format.as_bytes());
+    if let Some(f) = filter {
+        out.extend_from_slice(b"&amp;status=");
+        out.extend_from_slice(f.as_str().as_bytes());
+    }
+    if let Some(n) = refresh {
+        out.extend_from_slice(b"&amp;refresh=");
+        push_u64(out, n.into());
+    }
+    out.extend_from_slice(b"\">");
+    out.extend_from_slice(label);
+    out.extend_from_slice(b"</a>");
+}
+
+fn row(r: &PeerRow, now_ms: u64, out: &mut Vec<u8>) {
+    out.extend_from_slice(if r.up {
+        b"<tr><td class=\"n\">"
+    } else {
+        b"<tr class=\"down\"><td class=\"n\">"
+    });
+    push_u64(out, r.index.into());
+    out.extend_from_slice(b"</td><td class=\"w\">");
+    text(out, r.upstream);
+    out.extend_from_slice(b"</td><td class=\"w\">");
+    text(out, r.name);
+    out.extend_from_slice(if r.up {
+        b"</td><td class=\"s\">up"
+    } else {
+        b"</td><td class=\"s\">down"
+    });
+    out.extend_from_slice(b"</td><td class=\"n\">");
+    push_u64(out, r.rise.into());
+    out.extend_from_slice(b"</td><td class=\"n\">");
+    push_u64(out, r.fall.into());
+    out.extend_from_slice(b"</td><td>");
+    text(out, r.check_type.as_bytes());
+    out.extend_from_slice(b"</td><td class=\"n\">");
+    if r.port == 0 {
+        out.extend_from_slice(b"own");
+    } else {
+        push_u64(out, r.port.into());
+    }
+    for d in [
+        r.last_delay_ms,
+        r.avg_delay_ms,
+        r.min_delay_ms,
+        r.max_delay_ms,
+    ] {
+        out.extend_from_slice(b"</td><td class=\"n\">");
+        if d < 0 {
+            out.extend_from_slice(b"&ndash;");
+        } else {
+            push_i64(out, d);
+        }
+    }
+    out.extend_from_slice(b"</td><td class=\"n\">");
+    push_u64(out, r.checks);
+    out.extend_from_slice(b"</td><td class=\"n\">");
+    push_u64(out, r.fails_total);
+    out.extend_from_slice(b"</td><td>");
+    match r.last_failure_reason {
+        Some(reason) => text(out, reason.as_bytes()),
+        None => out.extend_from_slice(b"&ndash;"),
+    }
+    out.extend_from_slice(b"</td><td>");
+    match shown_last_change(r) {
+        Some(t) => {
+            out.extend_from_slice(b"<span title=\"");
+            push_utc(out, t);
+            out.extend_from_slice(b"\">");
+            push_age(out, now_ms.saturating_sub(t));
+            out.extend_from_slice(b" ago</span>");
+        }
+        None => out.extend_from_slice(b"never"),
+    }
+    out.extend_from_slice(b"</td><td>");
+    match shown_down_since(r) {
+        Some(t) => {
+            out.extend_from_slice(b"<span class=\"bad\" title=\"since ");
+            push_utc(out, t);
+            out.extend_from_slice(b"\">");
+            push_age(out, now_ms.saturating_sub(t));
+            out.extend_from_slice(b"</span>");
+        }
+        None => out.extend_from_slice(b"&ndash;"),
+    }
+    out.extend_from_slice(b"</td></tr>\n");
+}
+
+/// Append `s` as HTML text or attribute value (rules in the module docs).
+pub fn text(out: &mut Vec<u8>, s: &[u8]) {
+    lossy_runs(out, s, REPLACEMENT, |out, run| {
+        let mut start = 0;
+        let mut i = 0;
+        while i < run.len() {
+            let b = run[i];
+            let (rep, len): (&[u8], usize) = match b {
+                b'&' => (b"&amp;", 1),
+                b'<' => (b"&lt;", 1),
+                b'>' => (b"&gt;", 1),
+                b'"' => (b"&quot;", 1),
+                b'\'' => (b"&#39;", 1),
+                b'\t' | b'\n' | b'\r' => {
+                    i += 1;
+                    continue;
+                }
+                0..=0x1f | 0x7f => (REPLACEMENT, 1),
+                // U+0080..U+009F are 0xC2 0x80..=0x9F in valid UTF-8.
+                0xc2 if matches!(run.get(i + 1), Some(0x80..=0x9f)) => (REPLACEMENT, 2),
+                _ => {
+                    i += 1;
+                    continue;
+                }
+            };
+            out.extend_from_slice(&run[start..i]);
+            out.extend_from_slice(rep);
+            i += len;
+            start = i;
+        }
+        out.extend_from_slice(&run[start..]);
+    });
+}

@@ -1,0 +1,143 @@
+//! JSON: SPEC §2's shape, one peer object per line.
+//!
+//! ```text
+//! {"servers": {
+//!   "total": 2, "up": 1, "down": 1, "generation": 3,
+//!   "http": [
+//!     {"index": 0, "upstream": "web", "name": "127.0.0.1:8081", "status": "up", ...},
+//!     ...
+//!   ],
+//!   "stream": []
+//! }}
+//! ```
+//!
+//! Per peer, the C module's fields first (`index`, `upstream`, `name`,
+//! `status`, `rise`, `fall`, `type`, `port`, `last_delay_ms`, `avg_delay_ms`,
+//! `min_delay_ms`, `max_delay_ms`), then ours: `checks`, `fails_total`,
+//! `last_failure_reason` (string or `null`), `last_change` (unix ms, `null`
+//! when the peer never changed state), `down_since` (unix ms while down,
+//! else `null`).
+//!
+//! Strings: `"` and `\` are backslash-escaped, `\n` `\r` `\t` `\b` `\f` use
+//! their short escapes, other control characters (U+0000..U+001F, U+007F)
+//! are `\u00XX`; valid UTF-8 is copied as is; each maximal invalid UTF-8
+//! sequence becomes `\ufffd` (as [`String::from_utf8_lossy`] would).
+
+use super::text::{lossy_runs, push_i64, push_u64};
+use super::{printed, shown_down_since, shown_last_change, Counts, Filter, Group, Meta, PeerRow};
+
+pub(super) fn render(
+    filter: Option<Filter>,
+    meta: &Meta,
+    counts: &Counts,
+    rows: &[PeerRow],
+    out: &mut Vec<u8>,
+) {
+    out.extend_from_slice(b"{\"servers\": {\n  \"total\": ");
+    push_u64(out, counts.total());
+    out.extend_from_slice(b", \"up\": ");
+    push_u64(out, counts.up());
+    out.extend_from_slice(b", \"down\": ");
+    push_u64(out, counts.down());
+    out.extend_from_slice(b", \"generation\": ");
+    push_u64(out, meta.generation);
+    for group in [Group::Http, Group::Stream] {
+        out.extend_from_slice(b",\n  \"");
+        out.extend_from_slice(group.as_str().as_bytes());
+        out.extend_from_slice(b"\": [");
+        let mut first = true;
+        for r in printed(rows, group, filter) {
+            out.extend_from_slice(if first { b"\n    " } else { b",\n    " });
+            first = false;
+            peer(r, out);
+        }
+        out.extend_from_slice(if first { b"]" } else { b"\n  ]" });
+    }
+    out.extend_from_slice(b"\n}}\n");
+}
+
+fn peer(r: &PeerRow, out: &mut Vec<u8>) {
+    out.extend_from_slice(b"{\"index\": ");
+    push_u64(out, r.index.into());
+    out.extend_from_slice(b", \"upstream\": ");
+    string(out, r.upstream);
+    out.extend_from_slice(b", \"name\": ");
+    string(out, r.name);
+    out.extend_from_slice(if r.up {
+        b", \"status\": \"up\", \"rise\": "
+    } else {
+        b", \"status\": \"down\", \"rise\": "
+    });
+    push_u64(out, r.rise.into());
+    out.extend_from_slice(b", \"fall\": ");
+    push_u64(out, r.fall.into());
+    out.extend_from_slice(b", \"type\": ");
+    string(out, r.check_type.as_bytes());
+    out.extend_from_slice(b", \"port\": ");
+    push_u64(out, r.port.into());
+    out.extend_from_slice(b", \"last_delay_ms\": ");
+    push_i64(out, r.last_delay_ms);
+    out.extend_from_slice(b", \"avg_delay_ms\": ");
+    push_i64(out, r.avg_delay_ms);
+    out.extend_from_slice(b", \"min_delay_ms\": ");
+    push_i64(out, r.min_delay_ms);
+    out.extend_from_slice(b", \"max_delay_ms\": ");
+    push_i64(out, r.max_delay_ms);
+    out.extend_from_slice(b", \"checks\": ");
+    push_u64(out, r.checks);
+    out.extend_from_slice(b", \"fails_total\": ");
+    push_u64(out, r.fails_total);
+    out.extend_from_slice(b", \"last_failure_reason\": ");
+    match r.last_failure_reason {
+        Some(reason) => string(out, reason.as_bytes()),
+        None => out.extend_from_slice(b"null"),
+    }
+    out.extend_from_slice(b", \"last_change\": ");
+    opt_u64(out, shown_last_change(r));
+    out.extend_from_slice(b", \"down_since\": ");
+    opt_u64(out, shown_down_since(r));
+    out.push(b'}');
+}
+
+fn opt_u64(out: &mut Vec<u8>, v: Option<u64>) {
+    match v {
+        Some(v) => push_u64(out, v),
+        None => out.extend_from_slice(b"null"),
+    }
+}
+
+/// Append `s` as a JSON string literal (rules in the module docs).
+pub fn string(out: &mut Vec<u8>, s: &[u8]) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    out.push(b'"');
+    lossy_runs(out, s, b"\\ufffd", |out, run| {
+        let plain = |b: u8| b >= 0x20 && b != b'"' && b != b'\\' && b != 0x7f;
+        let mut start = 0;
+        for (i, &b) in run.iter().enumerate() {
+            if plain(b) {
+                continue;
+            }
+            out.extend_from_slice(&run[start..i]);
+            start = i + 1;
+            match b {
+                b'"' => out.extend_from_slice(b"\\\""),
+                b'\\' => out.extend_from_slice(b"\\\\"),
+                b'\n' => out.extend_from_slice(b"\\n"),
+                b'\r' => out.extend_from_slice(b"\\r"),
+                b'\t' => out.extend_from_slice(b"\\t"),
+                0x08 => out.extend_from_slice(b"\\b"),
+                0x0c => out.extend_from_slice(b"\\f"),
+                _ => out.extend_from_slice(&[
+                    b'\\',
+                    b'u',
+                    b'0',
+                    b'0',
+                    HEX[usize::from(b >> 4)],
+                    HEX[usize::from(b & 15)],
+                ]),
+            }
+        }
+        out.extend_from_slice(&run[start..]);
+    });
+    out.push(b'"');
+}

@@ -1,0 +1,292 @@
+//! Prometheus text exposition format 0.0.4.
+//!
+//! Families (each with one `# HELP` and one `# TYPE`, samples contiguous):
+//!
+//! | metric | type | labels |
+//! |---|---|---|
+//! | `nginx_upstream_count_total` | untyped (a gauge by meaning) | |
+//! | `nginx_upstream_count_up` | gauge | |
+//! | `nginx_upstream_count_down` | gauge | |
+//! | `nginx_upstream_count_generation` | gauge | |
+//! | `nginx_upstream_server_rise` | gauge | peer |
+//! | `nginx_upstream_server_fall` | gauge | peer |
+//! | `nginx_upstream_server_active` | gauge (1 up, 0 down) | peer |
+//! | `nginx_upstream_server_checks_total` | counter | peer |
+//! | `nginx_upstream_server_check_failures_total` | counter | peer, `reason` |
+//! | `nginx_upstream_server_last_change_timestamp_seconds` | gauge (0 = never) | peer |
+//! | `nginx_upstream_server_check_duration_seconds` | histogram | peer (+ `le`) |
+//!
+//! The peer labels are the C module's `index`, `upstream_type` (`http` or
+//! `stream`), `upstream`, `name`, `type`, `port`. `upstream_type` + `index`
+//! identify a peer, so series stay unique when an http and a stream
+//! upstream share a name or a server appears twice. No label changes with
+//! the peer's state.
+//!
+//! `nginx_upstream_count_total` keeps the C module's name for existing
+//! dashboards, but `promtool check metrics` rejects a *gauge* whose name ends
+//! in `_total` (that suffix is reserved for counters), so it is declared
+//! `untyped`, which Prometheus stores exactly like a gauge.
+//!
+//! The `nginx_upstream_count_*` values count the printed rows (after
+//! `?status=`). With no printed rows, the per-peer families are left out.
+//!
+//! Label values: `\` -> `\\`, `"` -> `\"`, LF -> `\n`; invalid UTF-8 becomes
+//! U+FFFD (as [`String::from_utf8_lossy`]); everything else is copied.
+
+use super::text::{lossy_runs, push_ms_as_seconds, push_u64, REPLACEMENT};
+use super::{printed_all, shown_last_change, Counts, Filter, Meta, PeerRow, DURATION_BUCKETS_MS};
+
+pub(super) fn render(
+    filter: Option<Filter>,
+    meta: &Meta,
+    counts: &Counts,
+    rows: &[PeerRow],
+    out: &mut Vec<u8>,
+) {
+    let page = [
+        (
+            "nginx_upstream_count_total",
+            "Checked peers shown on this page (after the status filter).",
+            "untyped",
+            counts.total(),
+        ),
+        (
+            "nginx_upstream_count_up",
+            "Shown checked peers that are up.",
+            "gauge",
+            counts.up(),
+        ),
+        (
+            "nginx_upstream_count_down",
+            "Shown checked peers that are down.",
+            "gauge",
+            counts.down(),
+        ),
+        (
+            "nginx_upstream_count_generation",
+            "Configuration generation: 1 after start, +1 per successful reload.",
+            "gauge",
+            meta.generation,
+        ),
+    ];
+    for (name, help, kind, value) in page {
+        header(out, name, help, kind);
+        out.extend_from_slice(name.as_bytes());
+        out.push(b' ');
+        push_u64(out, value);
+        out.push(b'\n');
+    }
+
+    let shown: Vec<&PeerRow> = printed_all(rows, filter).collect();
+    if shown.is_empty() {
+        return;
+    }
+    // Each peer's label set, escaped once and reused by every family:
+    // `index="0",upstream_type="http",...,port="0"` (no braces).
+    let mut labels = Vec::with_capacity(
+        shown
+            .iter()
+            .map(|r| 96 + r.upstream.len() + r.name.len())
+            .sum(),
+    );
+    let mut ends = Vec::with_capacity(shown.len());
+    for r in &shown {
+        labels.extend_from_slice(b"index=\"");
+        push_u64(&mut labels, r.index.into());
+        labels.extend_from_slice(b"\",upstream_type=\"");
+        labels.extend_from_slice(r.group.as_str().as_bytes());
+        labels.extend_from_slice(b"\",upstream=\"");
+        label_value(&mut labels, r.upstream);
+        labels.extend_from_slice(b"\",name=\"");
+        label_value(&mut labels, r.name);
+        labels.extend_from_slice(b"\",type=\"");
+        label_value(&mut labels, r.check_type.as_bytes());
+        labels.extend_from_slice(b"\",port=\"");
+        push_u64(&mut labels, r.port.into());
+        labels.push(b'"');
+        ends.push(labels.len());
+    }
+    let label_sets = || {
+        shown.iter().zip(ends.iter().scan(0, |start, &end| {
+            let set = &labels[*start..end];
+            *start = end;
+            Some(set)
+        }))
+    };
+
+    let [rise, fall, active, checks, last_change] = &PER_PEER;
+    for family in [rise, fall, active, checks] {
+        per_peer(out, family, label_sets());
+    }
+    failures(out, label_sets());
+    per_peer(out, last_change, label_sets());
+    durations(out, label_sets());
+}
+
+/// A family with one sample per peer and no extra label.
+struct PerPeer {
+    name: &'static str,
+    help: &'static str,
+    kind: &'static str,
+    value: fn(&PeerRow, &mut Vec<u8>),
+}
+
+const PER_PEER: [PerPeer; 5] = [
+    PerPeer {
+        name: "nginx_upstream_server_rise",
+        help: "Current consecutive successful checks.",
+        kind: "gauge",
+        value: |r, out| push_u64(out, r.rise.into()),
+    },
+    PerPeer {
+        name: "nginx_upstream_server_fall",
+        help: "Current consecutive failed checks.",
+        kind: "gauge",
+        value: |r, out| push_u64(out, r.fall.into()),
+    },
+    PerPeer {
+        name: "nginx_upstream_server_active",
+        help: "1 if the health check considers the peer up, 0 if down.",
+        kind: "gauge",
+        value: |r, out| out.push(if r.up { b'1' } else { b'0' }),
+    },
+    PerPeer {
+        name: "nginx_upstream_server_checks_total",
+        help: "Health check rounds run.",
+        kind: "counter",
+        value: |r, out| push_u64(out, r.checks),
+    },
+    PerPeer {
+        name: "nginx_upstream_server_last_change_timestamp_seconds",
+        help: "Unix time of the peer's last up/down change, 0 if it never changed.",
+        kind: "gauge",
+        value: |r, out| push_ms_as_seconds(out, shown_last_change(r).unwrap_or(0)),
+    },
+];
+
+fn per_peer<'a>(
+    out: &mut Vec<u8>,
+    family: &PerPeer,
+    sets: impl Iterator<Item = (&'a &'a PeerRow<'a>, &'a [u8])>,
+) {
+    header(out, family.name, family.help, family.kind);
+    for (r, set) in sets {
+        sample_start(out, family.name, set);
+        out.extend_from_slice(b"} ");
+        (family.value)(r, out);
+        out.push(b'\n');
+    }
+}
+
+fn failures<'a>(out: &mut Vec<u8>, sets: impl Iterator<Item = (&'a &'a PeerRow<'a>, &'a [u8])>) {
+    const NAME: &str = "nginx_upstream_server_check_failures_total";
+    header(
+        out,
+        NAME,
+        "Failed health check rounds by reason.",
+        "counter",
+    );
+    for (r, set) in sets {
+        let reasons = r.failures_by_reason;
+        for (i, &(reason, _)) in reasons.iter().enumerate() {
+            // A reason listed twice is one series: print it at its first
+            // occurrence with the sum.
+            if reasons[..i].iter().any(|&(seen, _)| seen == reason) {
+                continue;
+            }
+            let total = reasons[i..]
+                .iter()
+                .filter(|&&(other, _)| other == reason)
+                .fold(0u64, |sum, &(_, n)| sum.saturating_add(n));
+            sample_start(out, NAME, set);
+            out.extend_from_slice(b",reason=\"");
+            label_value(out, reason.as_bytes());
+            out.extend_from_slice(b"\"} ");
+            push_u64(out, total);
+            out.push(b'\n');
+        }
+    }
+}
+
+fn durations<'a>(out: &mut Vec<u8>, sets: impl Iterator<Item = (&'a &'a PeerRow<'a>, &'a [u8])>) {
+    const NAME: &str = "nginx_upstream_server_check_duration_seconds";
+    header(out, NAME, "Duration of health check rounds.", "histogram");
+    for (r, set) in sets {
+        // Slots are per bucket; Prometheus buckets are cumulative and may
+        // not exceed `_count` (see `PeerRow::duration_count`).
+        let count = r.duration_count;
+        let mut cumulative = 0u64;
+        for (i, &bound) in DURATION_BUCKETS_MS.iter().enumerate() {
+            cumulative = cumulative.saturating_add(r.duration_buckets.get(i).copied().unwrap_or(0));
+            bucket_start(out, NAME, set);
+            push_ms_as_seconds(out, bound);
+            out.extend_from_slice(b"\"} ");
+            push_u64(out, cumulative.min(count));
+            out.push(b'\n');
+        }
+        bucket_start(out, NAME, set);
+        out.extend_from_slice(b"+Inf\"} ");
+        push_u64(out, count);
+        out.push(b'\n');
+
+        out.extend_from_slice(NAME.as_bytes());
+        out.extend_from_slice(b"_sum{");
+        out.extend_from_slice(set);
+        out.extend_from_slice(b"} ");
+        push_ms_as_seconds(out, r.duration_sum_ms);
+        out.push(b'\n');
+
+        out.extend_from_slice(NAME.as_bytes());
+        out.extend_from_slice(b"_count{");
+        out.extend_from_slice(set);
+        out.extend_from_slice(b"} ");
+        push_u64(out, count);
+        out.push(b'\n');
+    }
+}
+
+/// `name_bucket{labels,le="` (the caller writes the bound and closes).
+fn bucket_start(out: &mut Vec<u8>, name: &str, set: &[u8]) {
+    out.extend_from_slice(name.as_bytes());
+    out.extend_from_slice(b"_bucket{");
+    out.extend_from_slice(set);
+    out.extend_from_slice(b",le=\"");
+}
+
+fn header(out: &mut Vec<u8>, name: &str, help: &str, kind: &str) {
+    out.extend_from_slice(b"# HELP ");
+    out.extend_from_slice(name.as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(help.as_bytes());
+    out.extend_from_slice(b"\n# TYPE ");
+    out.extend_from_slice(name.as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(kind.as_bytes());
+    out.push(b'\n');
+}
+
+/// `name{labels` (the caller closes the brace).
+fn sample_start(out: &mut Vec<u8>, name: &str, set: &[u8]) {
+    out.extend_from_slice(name.as_bytes());
+    out.push(b'{');
+    out.extend_from_slice(set);
+}
+
+/// Append `s` escaped for a label value (rules in the module docs).
+pub fn label_value(out: &mut Vec<u8>, s: &[u8]) {
+    lossy_runs(out, s, REPLACEMENT, |out, run| {
+        let mut start = 0;
+        for (i, &b) in run.iter().enumerate() {
+            let rep: &[u8] = match b {
+                b'\\' => b"\\\\",
+                b'"' => b"\\\"",
+                b'\n' => b"\\n",
+                _ => continue,
+            };
+            out.extend_from_slice(&run[start..i]);
+            out.extend_from_slice(rep);
+            start = i + 1;
+        }
+        out.extend_from_slice(&run[start..]);
+    });
+}
