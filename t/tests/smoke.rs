@@ -74,7 +74,7 @@ stream {{
     ng.quit();
 }
 
-// requires issue 3: the status handler's JSON output (SPEC §2).
+// The status handler's JSON output (SPEC §2).
 #[test]
 fn status_json_shape() {
     let b = Backend::start();
@@ -117,7 +117,8 @@ fn status_json_shape() {
     assert!(b.accepted() >= 1, "the backend saw no probe");
 }
 
-// requires issue 3: TCP probes and the patched peer selection.
+// TCP probes and the patched peer selection: a refused peer is marked down
+// and not selected (502), then comes back.
 #[test]
 fn refusing_backend_goes_down_and_comes_back() {
     let b = Backend::start();
