@@ -9,6 +9,19 @@
 //! at once closes or resets is seen failing; the delay recorded is the
 //! connect-and-peek time, not the settle window. Probe sockets close with
 //! RST (SO_LINGER 0) so checks leave no TIME_WAIT.
+//!
+//! With `reuse` or `keepalive`, the peer's owning worker keeps the
+//! connection of a successful round. The next rounds peek it (a failed peek
+//! re-handshakes within the same round); it is re-made when its age reaches
+//! the rehandshake period or, with `reuse=on`, after
+//! `check_keepalive_requests` rounds. While idle, data from the server is
+//! read and discarded (past 4 KB the connection is closed); FIN, RST or a
+//! kernel keepalive timeout closes it without counting a failure.
+//!
+//! A UDP round sends one `NGX_UDP_CHECKER` datagram on its own connected
+//! socket and fails only if `ECONNREFUSED` (an ICMP port unreachable) is
+//! seen before the deadline; a reply, silence until the deadline or any
+//! other error is a success.
 
 use core::ffi::{c_int, c_void};
 use core::mem::{self, size_of};
@@ -16,7 +29,7 @@ use core::ptr;
 use core::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use healthcheck_core::conf::{CheckConf, CheckType};
+use healthcheck_core::conf::{CheckConf, CheckType, Reuse};
 use healthcheck_core::health::{Health, Transition};
 use healthcheck_core::schedule::{self, Decision};
 use healthcheck_core::status::duration_bucket;
@@ -31,6 +44,11 @@ use ngx::ffi::{
     NGX_LOG_NOTICE, NGX_LOG_WARN, NGX_OK, SOL_SOCKET, SO_ERROR, SO_LINGER,
 };
 
+use ngx::ffi::{
+    __socket_type_SOCK_DGRAM as SOCK_DGRAM, send, IPPROTO_TCP, SO_KEEPALIVE, TCP_KEEPCNT,
+    TCP_KEEPIDLE, TCP_KEEPINTVL,
+};
+
 use crate::shm::{Slot, Zone};
 use crate::upstream::Proto;
 use crate::worker::{Context, Target};
@@ -42,7 +60,6 @@ pub enum Reason {
     Timeout = 1,
     Reset = 2,
     Closed = 3,
-    #[allow(dead_code)] // UDP checks (issue 4)
     Unreachable = 4,
     Error = 5,
 }
@@ -93,6 +110,28 @@ enum Phase {
     Idle,
     Connecting,
     Settling,
+    /// UDP: the datagram could not be sent yet (EAGAIN).
+    Sending,
+    /// UDP: sent; waiting for a reply, an ICMP error or the deadline.
+    Waiting,
+}
+
+/// The UDP probe's payload (SPEC §3).
+const UDP_PAYLOAD: &[u8] = b"NGX_UDP_CHECKER";
+/// Idle bytes a kept connection may receive before it is closed.
+const IDLE_DATA_MAX: usize = 4096;
+/// Immediate send retries on EAGAIN/EINTR before waiting for writability.
+const SEND_RETRIES: u32 = 4;
+
+/// A connection kept between rounds (`reuse` / `keepalive`).
+struct Kept {
+    c: *mut ngx_connection_t,
+    /// Start of the round that opened it (nginx ms).
+    opened: u64,
+    /// Rounds served, the opening one included.
+    served: u32,
+    /// Idle bytes read and discarded.
+    idle_bytes: usize,
 }
 
 /// One peer's probe in this worker. Boxed: nginx holds pointers to it.
@@ -117,6 +156,11 @@ pub struct Probe {
     /// A quieter copy for the probe connections (see `start_probes`).
     conn_log: *mut ngx_log_t,
     phase: Phase,
+    /// Keep the connection of a successful round (owner with reuse or
+    /// keepalive); `max_rounds` is check_keepalive_requests for reuse=on.
+    keep: bool,
+    max_rounds: Option<u32>,
+    kept: Option<Kept>,
     /// Start of the current round: nginx's clock (scheduling) and a fresh
     /// monotonic clock (delay).
     start_msec: u64,
@@ -148,6 +192,8 @@ fn check_address(t: &Target) -> Box<[u8]> {
 
 /// Probes of one worker.
 pub struct Prober {
+    /// Boxed: nginx keeps pointers to each probe's events.
+    #[allow(clippy::vec_box)]
     probes: Vec<Box<Probe>>,
 }
 
@@ -187,6 +233,9 @@ impl Prober {
                 log,
                 conn_log,
                 phase: Phase::Idle,
+                keep: t.check.keeps_connection() && schedule::owner(t.index, workers) == worker,
+                max_rounds: (t.check.reuse == Reuse::On).then_some(t.keepalive_requests),
+                kept: None,
                 start_msec: 0,
                 start: Instant::now(),
                 delay_ms: 0,
@@ -212,6 +261,7 @@ impl Prober {
                 unsafe { ngx_del_timer(&mut p.ev) };
             }
             close(p);
+            close_kept(p);
         }
     }
 }
@@ -287,14 +337,60 @@ fn start_round(p: &mut Probe, now: u64) {
     p.start = Instant::now();
     debug(p, "start");
     match p.check.check_type {
-        CheckType::Tcp => start_tcp(p),
-        // UDP rounds arrive with issue 4; until then a UDP peer is never
-        // failed by a probe that does not exist.
-        CheckType::Udp => finish(p, Outcome::Local(0)),
+        CheckType::Tcp => {
+            if p.kept.is_some() && reuse_kept(p, now) {
+                return;
+            }
+            start_tcp(p)
+        }
+        CheckType::Udp => start_udp(p),
+    }
+}
+
+/// Run the round on the kept connection if it may serve it; `false` when
+/// the round must (re-)handshake instead.
+fn reuse_kept(p: &mut Probe, now: u64) -> bool {
+    let Some(k) = p.kept.as_ref() else {
+        return false;
+    };
+    let period = p.check.rehandshake_ms.unwrap_or(0);
+    if schedule::must_rehandshake(now.saturating_sub(k.opened), k.served, period, p.max_rounds) {
+        close_kept(p);
+        return false;
+    }
+    match peek(k.c) {
+        Peek::Data | Peek::WouldBlock => {
+            if let Some(k) = p.kept.as_mut() {
+                k.served = k.served.saturating_add(1);
+            }
+            let delay_ms = p.start.elapsed().as_millis() as u64;
+            finish(p, Outcome::Up { delay_ms });
+            true
+        }
+        // The kept connection is gone: the same round re-handshakes and
+        // the new connection's result counts.
+        Peek::Failed(_) => {
+            close_kept(p);
+            false
+        }
     }
 }
 
 fn start_tcp(p: &mut Probe) {
+    let Some(rc) = connect(p, 0) else { return };
+    let c = p.pc.connection;
+    p.phase = Phase::Connecting;
+    if rc == NGX_OK as ngx_int_t {
+        return connected(p, c);
+    }
+    // SAFETY: the connection's own write event.
+    unsafe { ngx_add_timer((*c).write, p.check.timeout_ms as ngx_msec_t) };
+}
+
+/// Open the round's socket (`type_` 0 = TCP, or SOCK_DGRAM). Returns
+/// nginx's `NGX_OK`/`NGX_AGAIN` with `pc.connection` live, or `None` when
+/// the round already ended.
+fn connect(p: &mut Probe, type_: c_int) -> Option<ngx_int_t> {
     // SAFETY: all-zero is the initial state of a peer connection.
     p.pc = unsafe { mem::zeroed() };
     p.pc.sockaddr = p.addr.as_mut_ptr().cast();
@@ -302,25 +398,29 @@ fn start_tcp(p: &mut Probe) {
     p.pc.name = &mut p.name;
     p.pc.get = Some(ngx_event_get_peer);
     p.pc.log = p.conn_log;
+    p.pc.type_ = type_;
     p.pc.set_log_error(ngx_connection_log_error_e_NGX_ERROR_ERR);
 
     // SAFETY: a fully initialised peer connection.
     let rc = unsafe { ngx_event_connect_peer(&mut p.pc) };
     let err = ngx_socket_errno();
-    if rc == NGX_DECLINED as ngx_int_t {
-        // connect() failed at once; nginx already closed the socket.
+    let udp = type_ == SOCK_DGRAM as c_int;
+    if rc != NGX_OK as ngx_int_t && rc != NGX_AGAIN as ngx_int_t {
+        // nginx already closed the socket, if it made one.
         p.pc.connection = ptr::null_mut();
-        let outcome = if is_local_error(err) {
+        let outcome = if udp {
+            // Nothing was sent: no confirmed failure (SPEC §3, UDP).
+            Outcome::Up {
+                delay_ms: p.start.elapsed().as_millis() as u64,
+            }
+        } else if rc != NGX_DECLINED as ngx_int_t || is_local_error(err) {
+            // socket(), no free connection, EADDRNOTAVAIL, ...
             Outcome::Local(err)
         } else {
             Outcome::Down(Reason::from_errno(err))
         };
-        return finish(p, outcome);
-    }
-    if rc != NGX_OK as ngx_int_t && rc != NGX_AGAIN as ngx_int_t {
-        // socket(), no free connection, ...: local.
-        p.pc.connection = ptr::null_mut();
-        return finish(p, Outcome::Local(err));
+        finish(p, outcome);
+        return None;
     }
     let c = p.pc.connection;
     let data: *mut Probe = p;
@@ -332,12 +432,7 @@ fn start_tcp(p: &mut Probe) {
         (*(*c).read).set_cancelable(1);
         (*(*c).write).set_cancelable(1);
     }
-    p.phase = Phase::Connecting;
-    if rc == NGX_OK as ngx_int_t {
-        return connected(p, c);
-    }
-    // SAFETY: the connection's own write event.
-    unsafe { ngx_add_timer((*c).write, p.check.timeout_ms as ngx_msec_t) };
+    Some(rc)
 }
 
 unsafe extern "C" fn ngx_healthcheck_conn_handler(ev: *mut ngx_event_t) {
@@ -360,6 +455,9 @@ unsafe extern "C" fn ngx_healthcheck_conn_handler(ev: *mut ngx_event_t) {
 }
 
 fn on_conn_event(p: &mut Probe, c: *mut ngx_connection_t, timedout: bool) {
+    let up = Outcome::Up {
+        delay_ms: p.delay_ms,
+    };
     match p.phase {
         Phase::Idle => {}
         Phase::Connecting if timedout => finish(p, Outcome::Down(Reason::Timeout)),
@@ -372,22 +470,19 @@ fn on_conn_event(p: &mut Probe, c: *mut ngx_connection_t, timedout: bool) {
             connected(p, c);
         }
         // Nothing arrived during the settle window: healthy.
-        Phase::Settling if timedout => finish(
-            p,
-            Outcome::Up {
-                delay_ms: p.delay_ms,
-            },
-        ),
+        Phase::Settling if timedout => finish(p, up),
         Phase::Settling => match peek(c) {
-            Peek::Data => finish(
-                p,
-                Outcome::Up {
-                    delay_ms: p.delay_ms,
-                },
-            ),
+            Peek::Data => finish(p, up),
             Peek::WouldBlock => {}
             Peek::Failed(r) => finish(p, Outcome::Down(r)),
         },
+        // Silence until the deadline: no confirmed failure.
+        Phase::Sending | Phase::Waiting if timedout => {
+            let delay_ms = p.check.timeout_ms;
+            finish(p, Outcome::Up { delay_ms })
+        }
+        Phase::Sending => udp_send(p, c),
+        Phase::Waiting => udp_receive(p, c),
     }
 }
 
@@ -484,10 +579,15 @@ fn connected(p: &mut Probe, c: *mut ngx_connection_t) {
     }
 }
 
-/// Close the probe's connection, if any, with RST.
+/// Close the round's connection, if any, with RST.
 fn close(p: &mut Probe) {
     let c = mem::replace(&mut p.pc.connection, ptr::null_mut());
     p.phase = Phase::Idle;
+    rst_close(c);
+}
+
+/// Close a connection without TIME_WAIT (`SO_LINGER` 0 sends RST).
+fn rst_close(c: *mut ngx_connection_t) {
     if c.is_null() {
         return;
     }
@@ -514,6 +614,13 @@ fn unix_ms() -> u64 {
 }
 
 fn finish(p: &mut Probe, outcome: Outcome) {
+    if p.keep
+        && p.kept.is_none()
+        && matches!(outcome, Outcome::Up { .. })
+        && p.check.check_type == CheckType::Tcp
+    {
+        keep(p);
+    }
     close(p);
     let committed = now_msec();
     let Some(s) = slot(p) else { return };
@@ -672,4 +779,163 @@ fn debug(p: &Probe, what: &str) {
         what,
         p.start.elapsed().as_millis()
     );
+}
+
+/// Move the round's connection to `kept`: an idle connection watched for
+/// data, FIN, RST and keepalive timeouts.
+fn keep(p: &mut Probe) {
+    let c = mem::replace(&mut p.pc.connection, ptr::null_mut());
+    if c.is_null() {
+        return;
+    }
+    let data: *mut Probe = p;
+    // SAFETY: live connection owned by this probe.
+    unsafe {
+        for ev in [(*c).read, (*c).write] {
+            if (*ev).timer_set() != 0 {
+                ngx_del_timer(ev);
+            }
+            (*ev).handler = Some(ngx_healthcheck_idle_handler);
+        }
+        (*c).data = data.cast();
+        if let Some(ka) = p.check.keepalive {
+            set_keepalive(c, ka.idle_s, ka.intvl_s, ka.cnt);
+        }
+    }
+    p.kept = Some(Kept {
+        c,
+        opened: p.start_msec,
+        served: 1,
+        idle_bytes: 0,
+    });
+}
+
+/// # Safety
+/// `c` is a live TCP connection.
+unsafe fn set_keepalive(c: *mut ngx_connection_t, idle: u32, intvl: u32, cnt: u32) {
+    let set = |level: u32, name: u32, v: c_int| {
+        // SAFETY: live fd, an int option value.
+        unsafe {
+            setsockopt(
+                (*c).fd,
+                level as c_int,
+                name as c_int,
+                ptr::addr_of!(v).cast(),
+                size_of::<c_int>() as socklen_t,
+            )
+        }
+    };
+    set(SOL_SOCKET, SO_KEEPALIVE, 1);
+    set(IPPROTO_TCP, TCP_KEEPIDLE, idle as c_int);
+    set(IPPROTO_TCP, TCP_KEEPINTVL, intvl as c_int);
+    set(IPPROTO_TCP, TCP_KEEPCNT, cnt as c_int);
+}
+
+/// Close the kept connection, if any, with RST.
+fn close_kept(p: &mut Probe) {
+    if let Some(k) = p.kept.take() {
+        rst_close(k.c);
+    }
+}
+
+unsafe extern "C" fn ngx_healthcheck_idle_handler(ev: *mut ngx_event_t) {
+    // SAFETY: as in ngx_healthcheck_conn_handler.
+    let (c, p, write) = unsafe {
+        let c = (*ev).data.cast::<ngx_connection_t>();
+        (c, (*c).data.cast::<Probe>(), (*ev).write() != 0)
+    };
+    // SAFETY: the probe outlives its kept connection.
+    let Some(p) = (unsafe { p.as_mut() }) else {
+        return;
+    };
+    if write {
+        return;
+    }
+    let log = p.log;
+    crate::ffi::guard(log, "kept check connection", (), || drain_idle(p, c));
+}
+
+/// Read and discard what arrived on an idle kept connection; close it on
+/// FIN, RST, keepalive timeout or too much data.
+fn drain_idle(p: &mut Probe, c: *mut ngx_connection_t) {
+    if p.kept.as_ref().map(|k| k.c) != Some(c) {
+        return;
+    }
+    let mut buf = [0u8; 1024];
+    loop {
+        // SAFETY: live fd and buffer.
+        let n = unsafe { recv((*c).fd, buf.as_mut_ptr().cast::<c_void>(), buf.len(), 0) };
+        if n > 0 {
+            let too_much = p.kept.as_mut().is_some_and(|k| {
+                k.idle_bytes += n as usize;
+                k.idle_bytes > IDLE_DATA_MAX
+            });
+            if too_much {
+                return close_kept(p);
+            }
+            continue;
+        }
+        if n < 0 {
+            match ngx_socket_errno() as u32 {
+                EAGAIN => return,
+                EINTR => continue,
+                _ => {}
+            }
+        }
+        // FIN, RST or keepalive timeout: the next round re-handshakes.
+        return close_kept(p);
+    }
+}
+
+fn start_udp(p: &mut Probe) {
+    if connect(p, SOCK_DGRAM as c_int).is_none() {
+        return;
+    }
+    let c = p.pc.connection;
+    p.phase = Phase::Sending;
+    // SAFETY: the connection's own read event; one budget for the round.
+    unsafe { ngx_add_timer((*c).read, p.check.timeout_ms as ngx_msec_t) };
+    udp_send(p, c);
+}
+
+fn udp_send(p: &mut Probe, c: *mut ngx_connection_t) {
+    for _ in 0..SEND_RETRIES {
+        // SAFETY: live fd, static payload.
+        let n = unsafe { send((*c).fd, UDP_PAYLOAD.as_ptr().cast(), UDP_PAYLOAD.len(), 0) };
+        if n >= 0 {
+            p.phase = Phase::Waiting;
+            return udp_receive(p, c);
+        }
+        let err = ngx_socket_errno();
+        match err as u32 {
+            EAGAIN | EINTR => continue,
+            ECONNREFUSED => return finish(p, Outcome::Down(Reason::Unreachable)),
+            // Any other error is no confirmed failure.
+            _ => return udp_up(p),
+        }
+    }
+    // Still EAGAIN: the write event retries, within the same deadline.
+}
+
+fn udp_receive(p: &mut Probe, c: *mut ngx_connection_t) {
+    let mut buf = [0u8; 64];
+    loop {
+        // SAFETY: live fd and buffer.
+        let n = unsafe { recv((*c).fd, buf.as_mut_ptr().cast::<c_void>(), buf.len(), 0) };
+        if n >= 0 {
+            return udp_up(p);
+        }
+        let err = ngx_socket_errno();
+        match err as u32 {
+            EAGAIN => return,
+            EINTR => continue,
+            ECONNREFUSED => return finish(p, Outcome::Down(Reason::Unreachable)),
+            _ => return udp_up(p),
+        }
+    }
+}
+
+fn udp_up(p: &mut Probe) {
+    let delay_ms = p.start.elapsed().as_millis() as u64;
+    finish(p, Outcome::Up { delay_ms });
 }

@@ -134,11 +134,10 @@ fn rows<'a>(proto: Proto, ctx: &'a Context, owned: &'a [Owned], out: &mut Vec<Pe
             check_type: t.check.check_type.as_str(),
             port: t.check.port,
             last_delay_ms: delay(s.last_delay),
-            avg_delay_ms: if s.delay_count == 0 {
-                -1
-            } else {
-                (s.delay_sum / s.delay_count) as i64
-            },
+            avg_delay_ms: s
+                .delay_sum
+                .checked_div(s.delay_count)
+                .map_or(-1, |a| a as i64),
             min_delay_ms: delay(s.min_delay),
             max_delay_ms: delay(s.max_delay),
             checks: s.checks,
@@ -275,7 +274,7 @@ unsafe fn send(
         ptr::copy_nonoverlapping(body.as_ptr(), buf.pos, body.len());
         buf.last = buf.pos.add(body.len());
     }
-    buf.set_last_buf(if r.main == r as *mut _ { 1 } else { 0 });
+    buf.set_last_buf(u32::from(ptr::eq(r.main, r)));
     buf.set_last_in_chain(1);
     let mut out = ngx_chain_t {
         buf: b,

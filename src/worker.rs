@@ -21,6 +21,8 @@ pub struct Target {
     pub upstream: ngx_str_t,
     pub peer: PeerRef,
     pub check: CheckConf,
+    /// `check_keepalive_requests` (default 10).
+    pub keepalive_requests: u32,
 }
 
 impl Target {
@@ -53,6 +55,7 @@ impl Context {
                     upstream: u.name,
                     peer: *p,
                     check: check.clone(),
+                    keepalive_requests: u.conf().keepalive_requests.unwrap_or(10),
                 });
             }
         }

@@ -23,7 +23,11 @@ pub enum Decision {
 
 /// Decide at `now` for a peer whose next round is due at `due`.
 pub fn decide(now: u64, due: u64, is_owner: bool, interval: u64) -> Decision {
-    let at = if is_owner { due } else { due.saturating_add(interval) };
+    let at = if is_owner {
+        due
+    } else {
+        due.saturating_add(interval)
+    };
     if now >= at {
         Decision::Run
     } else {
@@ -42,6 +46,15 @@ pub fn first_due(now: u64, interval: u64, random: u64) -> u64 {
 /// `committed`: fixed-rate, or right away when the round overran.
 pub fn next_due(start: u64, committed: u64, interval: u64) -> u64 {
     start.saturating_add(interval).max(committed)
+}
+
+/// Must a round re-handshake its kept connection instead of peeking it?
+/// `age` counts from the start of the round that opened the connection;
+/// `served` counts rounds it served, the opening round included. `period`
+/// is the effective rehandshake period (`u64::MAX` = no age limit);
+/// `max_rounds` is `check_keepalive_requests`, applied with `reuse=on` only.
+pub fn must_rehandshake(age: u64, served: u32, period: u64, max_rounds: Option<u32>) -> bool {
+    age >= period || max_rounds.is_some_and(|n| served >= n)
 }
 
 const EXPIRY_BITS: u32 = 48;
@@ -89,6 +102,22 @@ mod tests {
     fn fixed_rate_and_overrun() {
         assert_eq!(next_due(1000, 1040, 100), 1100);
         assert_eq!(next_due(1000, 1250, 100), 1250);
+    }
+
+    #[test]
+    fn rehandshake_by_age_or_rounds() {
+        assert!(!must_rehandshake(29_999, 1, 30_000, None));
+        assert!(must_rehandshake(30_000, 1, 30_000, None));
+        assert!(
+            !must_rehandshake(u64::MAX - 1, 1_000_000, u64::MAX, None),
+            "keepalive=off: no age limit"
+        );
+        assert!(!must_rehandshake(0, 9, 30_000, Some(10)));
+        assert!(must_rehandshake(0, 10, 30_000, Some(10)));
+        assert!(
+            must_rehandshake(0, 1, 30_000, Some(1)),
+            "n=1: every round re-handshakes"
+        );
     }
 
     #[test]
