@@ -655,7 +655,7 @@ fn record(p: &Probe, s: &Slot, result: Result<u64, Reason>) {
     };
     let flip = h.record(result.is_ok(), p.check.rise, p.check.fall);
 
-    s.seq.fetch_add(1, Ordering::AcqRel);
+    let seq = s.write_begin();
     s.checks.fetch_add(1, r);
     match result {
         Ok(delay) => {
@@ -691,7 +691,7 @@ fn record(p: &Probe, s: &Slot, result: Result<u64, Reason>) {
         s.down_since.store(if h.up { 0 } else { now }, r);
         log_flip(p, t, &h, result.err());
     }
-    s.seq.fetch_add(1, Ordering::AcqRel);
+    s.write_end(seq);
     debug(p, if result.is_ok() { "success" } else { "failure" });
 }
 

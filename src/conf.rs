@@ -271,9 +271,10 @@ pub unsafe fn finish_context(
         Some(s) => s as usize,
     };
 
-    let mut name = match proto {
-        Proto::Http => ngx::ngx_string!("ngx_healthcheck_http"),
-        Proto::Stream => ngx::ngx_string!("ngx_healthcheck_stream"),
+    let zone_name = shm::ZONE_NAMES[proto as usize];
+    let mut name = ngx_str_t {
+        len: zone_name.len(),
+        data: zone_name.as_ptr().cast_mut(),
     };
     // SAFETY: valid cf; the name is static.
     let zone = unsafe { ngx_shared_memory_add(cf, &mut name as *mut ngx_str_t, size, tag.cast()) };

@@ -12,7 +12,7 @@
 use core::ffi::c_void;
 use core::mem::size_of;
 use core::ptr::{self, NonNull};
-use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use core::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 use std::collections::{HashMap, VecDeque};
 
 use ngx::ffi::{ngx_int_t, ngx_shm_zone_t, ngx_slab_alloc, ngx_slab_pool_t, NGX_ERROR, NGX_OK};
@@ -77,6 +77,23 @@ pub struct Slot {
     pub duration_sum: AtomicU64,
     pub failures: [AtomicU32; REASONS],
     pub duration_buckets: [AtomicU32; DURATION_BUCKETS],
+}
+
+impl Slot {
+    /// Start an update of the statistics (one writer at a time: the
+    /// worker holding the round's lease). The counter is made odd whatever
+    /// it was, so a writer that died mid-update cannot invert its parity.
+    pub fn write_begin(&self) -> u32 {
+        let odd = self.seq.load(Ordering::Relaxed) | 1;
+        self.seq.store(odd, Ordering::Relaxed);
+        fence(Ordering::Release);
+        odd
+    }
+
+    /// End the update started by `write_begin`.
+    pub fn write_end(&self, odd: u32) {
+        self.seq.store(odd.wrapping_add(1), Ordering::Release);
+    }
 }
 
 /// Bytes of shared memory per checked peer.
@@ -190,7 +207,14 @@ pub unsafe extern "C" fn init_zone(zone: *mut ngx_shm_zone_t, old: *mut c_void) 
         };
         unsafe { Zone::from_shm_zone(&fake) }
     };
-    let generation = old.map_or(0, |o| o.header().generation.load(Ordering::Acquire)) + 1;
+    // One generation for the whole configuration: both contexts' zones of
+    // the running cycle count, so http and stream always agree.
+    // SAFETY: during a reload `ngx_cycle` is still the running cycle.
+    let previous = unsafe { previous_generation() };
+    let generation = old
+        .map_or(0, |o| o.header().generation.load(Ordering::Acquire))
+        .max(previous)
+        + 1;
     h.generation.store(generation, Ordering::Release);
 
     // Old slots by identity; a repeated identity (the same server listed
@@ -217,6 +241,42 @@ pub unsafe extern "C" fn init_zone(zone: *mut ngx_shm_zone_t, old: *mut c_void) 
     }
     zone.data = mem;
     NGX_OK as ngx_int_t
+}
+
+/// Zone names of the module (http and stream).
+pub const ZONE_NAMES: [&str; 2] = ["ngx_healthcheck_http", "ngx_healthcheck_stream"];
+
+/// The highest generation among the module's zones of the running cycle
+/// (0 at first start, where `ngx_cycle` is nginx's empty init cycle).
+///
+/// # Safety
+/// Master process during configuration loading.
+unsafe fn previous_generation() -> u64 {
+    // SAFETY: ngx_cycle is valid; its shared_memory list is a valid (maybe
+    // empty) ngx_list_t of ngx_shm_zone_t.
+    unsafe {
+        let Some(cycle) = (*ptr::addr_of!(ngx::ffi::ngx_cycle)).as_ref() else {
+            return 0;
+        };
+        let mut best = 0;
+        let mut part: *const ngx::ffi::ngx_list_part_t = &cycle.shared_memory.part;
+        while let Some(p) = part.as_ref() {
+            if !p.elts.is_null() {
+                let zones = core::slice::from_raw_parts(p.elts.cast::<ngx_shm_zone_t>(), p.nelts);
+                for z in zones {
+                    let name = crate::ffi::str_bytes(&z.shm.name);
+                    if !ZONE_NAMES.iter().any(|n| n.as_bytes() == name) {
+                        continue;
+                    }
+                    if let Some(zone) = Zone::from_shm_zone(z) {
+                        best = best.max(zone.header().generation.load(Ordering::Acquire));
+                    }
+                }
+            }
+            part = p.next;
+        }
+        best
+    }
 }
 
 fn copy_state(from: &Slot, to: &Slot) {

@@ -188,11 +188,12 @@ fn render(default: StatusFormat, args: &[u8]) -> Result<(Format, Vec<u8>), Strin
     let mut all = Vec::with_capacity(http.len() + stream.len());
     rows(Proto::Http, &w.http, &http, &mut all);
     rows(Proto::Stream, &w.stream, &stream, &mut all);
-    let generation = w
-        .http
-        .zone
-        .or(w.stream.zone)
-        .map_or(0, |z| z.header().generation.load(Ordering::Acquire));
+    let generation = [w.http.zone, w.stream.zone]
+        .iter()
+        .flatten()
+        .map(|z| z.header().generation.load(Ordering::Acquire))
+        .max()
+        .unwrap_or(0);
     let meta = Meta {
         generation,
         now_ms: unix_ms(),
