@@ -3,13 +3,15 @@
 #
 #   source scripts/lib/layout.sh; hc_layout
 #
-# reads  NGINX_VERSION, NGINX_SOURCE_DIR, NGINX_PREFIX (all optional)
-# sets   HC_ROOT HC_BUILD HC_VERSION HC_FLAVOR(default|version|custom)
+# reads  NGINX_VERSION, NGINX_SOURCE_DIR, NGINX_PREFIX, NGINX_STOCK (all optional)
+# sets   HC_ROOT HC_BUILD HC_VERSION HC_FLAVOR(default|version|custom|stock)
 #        HC_TREE HC_PREFIX HC_TARGET_DIR HC_NGINX HC_MODULE
 #
 # default (1.28.3)   build/nginx-src/        build/nginx/        target/
 # NGINX_VERSION=X    build/nginx-src-X/      build/nginx-X/      build/target-X/
 # NGINX_SOURCE_DIR   build/nginx-src-custom/ build/nginx-custom/ build/target-custom/
+# NGINX_STOCK=1      build/nginx-src-stock-X/ build/nginx-stock-X/ (no patch, no module:
+#                    the unpatched baseline for tests and benchmarks)
 # NGINX_PREFIX overrides the prefix in every case.
 
 HC_DEFAULT_VERSION=1.28.3
@@ -19,7 +21,12 @@ hc_layout() {
     HC_BUILD=$HC_ROOT/build
     HC_VERSION=${NGINX_VERSION:-$HC_DEFAULT_VERSION}
 
-    if [[ -n ${NGINX_SOURCE_DIR:-} ]]; then
+    if [[ ${NGINX_STOCK:-} == 1 ]]; then
+        HC_FLAVOR=stock
+        HC_TREE=$HC_BUILD/nginx-src-stock-$HC_VERSION
+        HC_PREFIX=$HC_BUILD/nginx-stock-$HC_VERSION
+        HC_TARGET_DIR=$HC_BUILD/target-stock-unused
+    elif [[ -n ${NGINX_SOURCE_DIR:-} ]]; then
         HC_FLAVOR=custom
         HC_TREE=$HC_BUILD/nginx-src-custom
         HC_PREFIX=$HC_BUILD/nginx-custom
