@@ -5,7 +5,13 @@
 
 /// A stable 64-bit FNV-1a hash of a peer's identity. Fields are separated
 /// by their lengths, so no two different tuples hash from the same bytes.
-pub fn identity_hash(group: &str, upstream: &[u8], peer: &[u8], check_type: &str, port: u16) -> u64 {
+pub fn identity_hash(
+    group: &str,
+    upstream: &[u8],
+    peer: &[u8],
+    check_type: &str,
+    port: u16,
+) -> u64 {
     let mut h = Fnv::new();
     for field in [group.as_bytes(), upstream, peer, check_type.as_bytes()] {
         h.write(&(field.len() as u64).to_le_bytes());
@@ -45,10 +51,16 @@ mod tests {
     fn every_field_counts() {
         let base = identity_hash("http", b"u", b"127.0.0.1:80", "tcp", 0);
         assert_eq!(base, identity_hash("http", b"u", b"127.0.0.1:80", "tcp", 0));
-        assert_ne!(base, identity_hash("stream", b"u", b"127.0.0.1:80", "tcp", 0));
+        assert_ne!(
+            base,
+            identity_hash("stream", b"u", b"127.0.0.1:80", "tcp", 0)
+        );
         assert_ne!(base, identity_hash("http", b"v", b"127.0.0.1:80", "tcp", 0));
         assert_ne!(base, identity_hash("http", b"u", b"127.0.0.1:81", "tcp", 0));
         assert_ne!(base, identity_hash("http", b"u", b"127.0.0.1:80", "udp", 0));
-        assert_ne!(base, identity_hash("http", b"u", b"127.0.0.1:80", "tcp", 81));
+        assert_ne!(
+            base,
+            identity_hash("http", b"u", b"127.0.0.1:80", "tcp", 81)
+        );
     }
 }

@@ -5,5 +5,5 @@ pub mod conf;
 pub mod health;
 pub mod identity;
 pub mod ptrmap;
-pub mod status;
 pub mod schedule;
+pub mod status;
