@@ -431,6 +431,9 @@ fn connect(p: &mut Probe, type_: c_int) -> Option<ngx_int_t> {
         (*(*c).write).handler = Some(ngx_healthcheck_conn_handler);
         (*(*c).read).set_cancelable(1);
         (*(*c).write).set_cancelable(1);
+        // A shutting-down worker closes idle connections at once: nginx
+        // sets `close` and calls the read handler, which drops the round.
+        (*c).set_idle(1);
     }
     Some(rc)
 }
@@ -448,10 +451,23 @@ unsafe extern "C" fn ngx_healthcheck_conn_handler(ev: *mut ngx_event_t) {
     };
     let log = p.log;
     // SAFETY: a live event of a live connection.
-    let timedout = unsafe { (*ev).timedout() != 0 };
+    let (timedout, closing) = unsafe { ((*ev).timedout() != 0, (*c).close() != 0) };
     crate::ffi::guard(log, "check connection", (), || {
-        on_conn_event(p, c, timedout)
+        if closing {
+            cancel(p)
+        } else {
+            on_conn_event(p, c, timedout)
+        }
     });
+}
+
+/// The worker is shutting down (nginx closes idle connections, ours are
+/// marked idle): drop the round without counting it and free its lease.
+fn cancel(p: &mut Probe) {
+    close(p);
+    if let Some(s) = slot(p) {
+        s.lease.store(0, Ordering::Release);
+    }
 }
 
 fn on_conn_event(p: &mut Probe, c: *mut ngx_connection_t, timedout: bool) {
@@ -808,6 +824,9 @@ fn keep(p: &mut Probe) {
         served: 1,
         idle_bytes: 0,
     });
+    // Data that arrived while the round ran was seen by the round's
+    // handler (edge-triggered events fire once): read it now.
+    drain_idle(p, c);
 }
 
 /// # Safety
@@ -848,6 +867,11 @@ unsafe extern "C" fn ngx_healthcheck_idle_handler(ev: *mut ngx_event_t) {
     let Some(p) = (unsafe { p.as_mut() }) else {
         return;
     };
+    // SAFETY: live connection.
+    if unsafe { (*c).close() } != 0 {
+        // Shutdown: close at once (SPEC §3).
+        return close_kept(p);
+    }
     if write {
         return;
     }
