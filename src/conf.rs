@@ -44,6 +44,8 @@ pub struct UpsConf {
     pub keepalive_requests: Option<u32>,
     pub keepalive_requests_loc: ConfLoc,
     pub vnswrr: Option<VnswrrConf>,
+    /// The `vnswrr` balancer's state, built in its `init_upstream`.
+    pub vnswrr_balancer: Option<Box<crate::vnswrr::Balancer>>,
 }
 
 /// Per-location configuration of the http context.
@@ -166,12 +168,17 @@ pub unsafe extern "C" fn ngx_upstream_vnswrr(
         return DUPLICATE;
     }
     // SAFETY: nginx's directive contract.
-    unsafe {
+    let rv = unsafe {
         directive::<UpsConf>(cf, conf, |_, c, args| {
             c.vnswrr = Some(cc::parse_vnswrr(args).map_err(|e| e.to_string())?);
             Ok(())
         })
+    };
+    if rv != NGX_CONF_OK {
+        return rv;
     }
+    // SAFETY: nginx's directive contract.
+    unsafe { crate::vnswrr::set_method(cf) }
 }
 
 /// `healthcheck_status [format];` in a location.

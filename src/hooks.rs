@@ -67,8 +67,10 @@ pub fn uninstall() {
     }
 }
 
+/// Whether the health check marks `peer` (an rr peer of `proto`) down;
+/// what the hooks answer, for balancers of this module.
 #[inline]
-fn peer_down(proto: Proto, peer: *mut c_void) -> ngx_uint_t {
+pub(crate) fn peer_down(proto: Proto, peer: *mut c_void) -> ngx_uint_t {
     // No unwinding is possible here: `peer_down` only reads atomics and a
     // fixed table, with bounds-checked indexing that returns Option.
     WORKER

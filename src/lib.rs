@@ -11,6 +11,7 @@ mod hooks;
 mod shm;
 mod status;
 mod upstream;
+mod vnswrr;
 mod worker;
 
 use core::ffi::{c_char, c_void};

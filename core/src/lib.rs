@@ -7,3 +7,4 @@ pub mod identity;
 pub mod ptrmap;
 pub mod schedule;
 pub mod status;
+pub mod vnswrr;
