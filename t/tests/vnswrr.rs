@@ -11,8 +11,8 @@ use std::net::{Ipv4Addr, TcpStream};
 use std::time::Duration;
 
 use healthcheck_t::{
-    free_port, http_get, nginx_t, poll_status_json, stream_roundtrip, Backend, Builder, Kind, Mode,
-    Nginx,
+    free_port, http_get, nginx_t, poll_status_json, stream_roundtrip, udp_roundtrip, Backend,
+    Builder, Kind, Mode, Nginx, UdpBackend,
 };
 
 const WAIT: Duration = Duration::from_secs(10);
@@ -639,4 +639,63 @@ stream {{
     let ours = ng.log_lines("get vnswrr peer, try:");
     assert!(ours.len() >= 4, "{}", ng.log());
     assert!(ng.log_lines("get rr peer").is_empty(), "round robin chose");
+}
+
+#[test]
+fn stream_udp_whole_cycles_match_weights_exactly() {
+    let b: Vec<UdpBackend> = (0..2).map(|_| UdpBackend::start()).collect();
+    let port = free_port();
+    let _ng = Nginx::start(&format!(
+        "stream {{
+    upstream s {{
+        vnswrr;
+        server {} weight=3;
+        server {} weight=1;
+    }}
+    server {{
+        listen 127.0.0.1:{port} udp;
+        proxy_pass s;
+        proxy_responses 1;
+        proxy_timeout 2s;
+    }}
+}}",
+        b[0].addr(),
+        b[1].addr()
+    ));
+    let mut counts: HashMap<u16, usize> = HashMap::new();
+    for i in 0..4 * 5 {
+        let reply = udp_roundtrip(port, b"x").unwrap_or_else(|e| panic!("{i}: {e}"));
+        let served: u16 = String::from_utf8_lossy(&reply)
+            .trim()
+            .parse()
+            .expect("port");
+        *counts.entry(served).or_default() += 1;
+    }
+    let want: HashMap<u16, usize> = [(b[0].port(), 15), (b[1].port(), 5)].into();
+    assert_eq!(counts, want);
+}
+
+#[test]
+fn every_load_starts_at_a_random_node() {
+    // Equal weights: a worker's first request goes to server s + 1 for a
+    // random s. Across reloads the first requests must not all hit the
+    // same server (all equal by chance: 10^-6).
+    let b: Vec<Backend> = (0..10).map(|_| Backend::start()).collect();
+    let port = free_port();
+    let servers: String = b
+        .iter()
+        .map(|x| format!("server {};\n", x.addr()))
+        .collect();
+    let conf = http_conf(port, &format!("upstream u {{ vnswrr; {servers} }}"));
+    let mut ng = Nginx::start(&conf);
+    let mut firsts = vec![http_sequence(port, 1)[0]];
+    for _ in 0..6 {
+        let old = ng.all_workers();
+        ng.reload();
+        ng.wait_workers_gone(&old, WAIT);
+        firsts.push(http_sequence(port, 1)[0]);
+    }
+    firsts.sort_unstable();
+    firsts.dedup();
+    assert!(firsts.len() > 1, "every load started on {firsts:?}");
 }
