@@ -287,6 +287,9 @@ fn arm(p: &mut Probe, at: u64) {
 }
 
 unsafe extern "C" fn ngx_healthcheck_timer_handler(ev: *mut ngx_event_t) {
+    if crate::refresh_if_reloaded() {
+        return;
+    }
     // SAFETY: `data` is the boxed probe owning this event.
     let Some(p) = (unsafe { (*ev).data.cast::<Probe>().as_mut() }) else {
         return;
@@ -318,7 +321,7 @@ fn on_timer(p: &mut Probe) {
         Decision::Run => {
             let held = s.lease.load(Ordering::Acquire);
             let mine = schedule::lease(p.worker, schedule::lease_expiry(now, p.check.timeout_ms));
-            if !schedule::lease_claimable(held, now)
+            if !schedule::lease_claimable(held, now, p.worker)
                 || s.lease
                     .compare_exchange(held, mine, Ordering::AcqRel, Ordering::Acquire)
                     .is_err()
@@ -439,6 +442,9 @@ fn connect(p: &mut Probe, type_: c_int) -> Option<ngx_int_t> {
 }
 
 unsafe extern "C" fn ngx_healthcheck_conn_handler(ev: *mut ngx_event_t) {
+    if crate::refresh_if_reloaded() {
+        return;
+    }
     // SAFETY: connection events carry their connection in `data`, whose
     // `data` is the probe (set in start_tcp).
     let (c, p) = unsafe {
@@ -858,6 +864,9 @@ fn close_kept(p: &mut Probe) {
 }
 
 unsafe extern "C" fn ngx_healthcheck_idle_handler(ev: *mut ngx_event_t) {
+    if crate::refresh_if_reloaded() {
+        return;
+    }
     // SAFETY: as in ngx_healthcheck_conn_handler.
     let (c, p, write) = unsafe {
         let c = (*ev).data.cast::<ngx_connection_t>();

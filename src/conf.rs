@@ -241,21 +241,27 @@ pub unsafe fn finish_context(
             }
         }
         for p in &u.peers {
+            // The effective check port: `port=` naming the server's own
+            // port is the same check as no `port=`.
+            let port = if check.port == 0 {
+                p.port()
+            } else {
+                check.port
+            };
             identities.push(identity_hash(
                 proto.as_str(),
                 u.name_bytes(),
                 p.name_bytes(),
                 check.check_type.as_str(),
-                check.port,
+                port,
             ));
             default_down.push(check.default_down);
         }
     }
 
+    // The zone exists even without checked peers, so that the
+    // configuration generation keeps counting.
     let npeers = identities.len();
-    if npeers == 0 {
-        return Ok(());
-    }
 
     // SAFETY: set by nginx at start.
     let page = unsafe { ngx_pagesize };

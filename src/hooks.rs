@@ -71,6 +71,7 @@ pub fn uninstall() {
 /// what the hooks answer, for balancers of this module.
 #[inline]
 pub(crate) fn peer_down(proto: Proto, peer: *mut c_void) -> ngx_uint_t {
+    crate::refresh_if_reloaded();
     // No unwinding is possible here: `peer_down` only reads atomics and a
     // fixed table, with bounds-checked indexing that returns Option.
     WORKER

@@ -16,6 +16,7 @@ mod worker;
 
 use core::ffi::{c_char, c_void};
 use core::ptr;
+use core::sync::atomic::{AtomicPtr, Ordering};
 
 use ngx::core::{Pool, NGX_CONF_ERROR, NGX_CONF_OK};
 use ngx::ffi::{
@@ -25,7 +26,7 @@ use ngx::ffi::{
     ngx_module_t, ngx_process, ngx_stream_conf_ctx_t, ngx_stream_module, ngx_stream_module_t,
     ngx_stream_upstream_main_conf_t, ngx_stream_upstream_module, ngx_uint_t, ngx_worker,
     NGX_CONF_1MORE, NGX_CONF_NOARGS, NGX_CONF_TAKE1, NGX_ERROR, NGX_HTTP_LOC_CONF,
-    NGX_HTTP_MAIN_CONF, NGX_HTTP_MODULE, NGX_HTTP_UPS_CONF, NGX_LOG_ALERT, NGX_LOG_DEBUG,
+    NGX_HTTP_MAIN_CONF, NGX_HTTP_MODULE, NGX_HTTP_UPS_CONF, NGX_LOG_ALERT, NGX_LOG_DEBUG, NGX_LOG_WARN,
     NGX_LOG_EMERG, NGX_OK, NGX_PROCESS_SINGLE, NGX_PROCESS_WORKER, NGX_STREAM_MAIN_CONF,
     NGX_STREAM_MODULE, NGX_STREAM_UPS_CONF,
 };
@@ -206,15 +207,71 @@ unsafe extern "C" fn ngx_http_upstream_check_init_process(cycle: *mut ngx_cycle_
         return NGX_ERROR as ngx_int_t;
     };
     ffi::guard(cycle.log, "init_process", NGX_ERROR as ngx_int_t, || {
-        // SAFETY: the cycle's configuration is complete.
-        let w = unsafe { build_worker(cycle) };
-        // SAFETY: no reference into WORKER exists yet in this process.
-        unsafe { WORKER.set(Some(w)) };
-        hooks::install();
-        // SAFETY: worker process with a complete configuration.
-        unsafe { start_probes(cycle) };
+        // SAFETY: worker process; the cycle's configuration is complete.
+        unsafe { start_state(cycle) };
         NGX_OK as ngx_int_t
     })
+}
+
+/// The cycle this process's state was built for.
+static BUILT_FOR: AtomicPtr<ngx_cycle_t> = AtomicPtr::new(ptr::null_mut());
+
+/// Build the process's peer table, set the hooks and arm the probes.
+///
+/// # Safety
+/// Worker (or single) process; `cycle` is the running cycle; no reference
+/// into WORKER or PROBERS is alive.
+unsafe fn start_state(cycle: &ngx_cycle_t) {
+    // SAFETY: per the contract.
+    unsafe {
+        WORKER.set(Some(build_worker(cycle)));
+        hooks::install();
+    }
+    BUILT_FOR.store(ptr::from_ref(cycle).cast_mut(), Ordering::Release);
+    if cycle.connections.is_null() {
+        // nginx reloaded a single-process instance in place: the new cycle
+        // has no connections at all (nginx itself cannot proxy either), so
+        // no probe could run. State and status stay available.
+        ffi::log(
+            NGX_LOG_WARN,
+            cycle.log,
+            format_args!(
+                "health checks stopped: nginx with \"master_process off\" was reloaded in place \
+                 and has no connections for probes; restart nginx"
+            ),
+        );
+        return;
+    }
+    // SAFETY: per the contract.
+    unsafe { start_probes(cycle) };
+}
+
+/// A single-process nginx (`master_process off`) reloads in place: a new
+/// cycle, new zones, and no `init_process`. Every entry point of the module
+/// calls this first; when the cycle changed, the old probes are stopped and
+/// the state is rebuilt for the new cycle. Returns `true` when it rebuilt:
+/// the caller (possibly an old probe's handler) must then return at once.
+pub(crate) fn refresh_if_reloaded() -> bool {
+    let built = BUILT_FOR.load(Ordering::Acquire);
+    // SAFETY: nginx's current cycle.
+    let current = unsafe { *ptr::addr_of!(ngx::ffi::ngx_cycle) };
+    if built.is_null() || current.is_null() || ptr::eq(built, current) {
+        return false;
+    }
+    // SAFETY: single-threaded; the callers hold no reference into the
+    // state. The old probers are stopped (their connections and timers
+    // gone) and then leaked, because the caller may be running inside one
+    // of their handlers; this happens once per in-place reload.
+    unsafe {
+        if let Some(mut old) = (*PROBERS.0.get()).take() {
+            for p in old.iter_mut() {
+                p.stop();
+            }
+            core::mem::forget(old);
+        }
+        start_state(&*current);
+    }
+    true
 }
 
 /// Collect both contexts of the running cycle.

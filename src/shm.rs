@@ -195,6 +195,14 @@ pub unsafe extern "C" fn init_zone(zone: *mut ngx_shm_zone_t, old: *mut c_void) 
         // SAFETY: not NULL (checked above).
         header: unsafe { NonNull::new_unchecked(header) },
     };
+    // nginx 1.28 hands a `noreuse` zone the old zone's data; 1.26 does
+    // not: find it by name among the running cycle's zones.
+    // SAFETY: during a reload `ngx_cycle` is still the running cycle.
+    let old = if old.is_null() {
+        unsafe { running_zone_data(&zone.shm.name) }
+    } else {
+        old
+    };
     let old = if old.is_null() {
         None
     } else {
@@ -246,19 +254,19 @@ pub unsafe extern "C" fn init_zone(zone: *mut ngx_shm_zone_t, old: *mut c_void) 
 /// Zone names of the module (http and stream).
 pub const ZONE_NAMES: [&str; 2] = ["ngx_healthcheck_http", "ngx_healthcheck_stream"];
 
-/// The highest generation among the module's zones of the running cycle
-/// (0 at first start, where `ngx_cycle` is nginx's empty init cycle).
+/// The module's zones of the running cycle (none at first start, where
+/// `ngx_cycle` is nginx's empty init cycle), with their names.
 ///
 /// # Safety
 /// Master process during configuration loading.
-unsafe fn previous_generation() -> u64 {
+unsafe fn running_zones() -> Vec<(&'static [u8], Zone)> {
+    let mut out = Vec::new();
     // SAFETY: ngx_cycle is valid; its shared_memory list is a valid (maybe
-    // empty) ngx_list_t of ngx_shm_zone_t.
+    // empty) ngx_list_t of ngx_shm_zone_t, alive while the cycle runs.
     unsafe {
         let Some(cycle) = (*ptr::addr_of!(ngx::ffi::ngx_cycle)).as_ref() else {
-            return 0;
+            return out;
         };
-        let mut best = 0;
         let mut part: *const ngx::ffi::ngx_list_part_t = &cycle.shared_memory.part;
         while let Some(p) = part.as_ref() {
             if !p.elts.is_null() {
@@ -269,14 +277,41 @@ unsafe fn previous_generation() -> u64 {
                         continue;
                     }
                     if let Some(zone) = Zone::from_shm_zone(z) {
-                        best = best.max(zone.header().generation.load(Ordering::Acquire));
+                        out.push((name, zone));
                     }
                 }
             }
             part = p.next;
         }
-        best
     }
+    out
+}
+
+/// The highest generation among the module's running zones.
+///
+/// # Safety
+/// As for [`running_zones`].
+unsafe fn previous_generation() -> u64 {
+    // SAFETY: per the contract.
+    unsafe { running_zones() }
+        .iter()
+        .map(|(_, z)| z.header().generation.load(Ordering::Acquire))
+        .max()
+        .unwrap_or(0)
+}
+
+/// The data of the running zone called `name`, or NULL.
+///
+/// # Safety
+/// As for [`running_zones`].
+unsafe fn running_zone_data(name: &ngx::ffi::ngx_str_t) -> *mut c_void {
+    // SAFETY: the name belongs to the zone being initialised.
+    let name = unsafe { crate::ffi::str_bytes(name) };
+    // SAFETY: per the contract.
+    unsafe { running_zones() }
+        .into_iter()
+        .find(|(n, _)| *n == name)
+        .map_or(ptr::null_mut(), |(_, z)| z.header.as_ptr().cast())
 }
 
 fn copy_state(from: &Slot, to: &Slot) {

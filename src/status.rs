@@ -167,6 +167,7 @@ fn unix_ms() -> u64 {
 
 /// Render the page for `query` into a body.
 fn render(default: StatusFormat, args: &[u8]) -> Result<(Format, Vec<u8>), String> {
+    crate::refresh_if_reloaded();
     let query = st::parse_query(args)?;
     let format = query.format.unwrap_or(format_of(default));
     let mut body = Vec::new();

@@ -6,7 +6,12 @@
 
 use core::ffi::c_void;
 
-use ngx::ffi::{ngx_array_t, ngx_module_t, ngx_str_t, sockaddr, socklen_t, AF_UNIX};
+use core::mem::size_of;
+
+use ngx::ffi::{
+    ngx_array_t, ngx_module_t, ngx_str_t, sockaddr, sockaddr_in, sockaddr_in6, socklen_t, AF_INET,
+    AF_INET6, AF_UNIX,
+};
 
 use crate::conf::UpsConf;
 use crate::ffi::str_bytes;
@@ -46,6 +51,26 @@ impl PeerRef {
     pub fn name_bytes(&self) -> &[u8] {
         // SAFETY: the name lives in the cycle pool or the upstream zone.
         unsafe { str_bytes(&self.name) }
+    }
+
+    /// The peer's own port (0 for unix sockets).
+    pub fn port(&self) -> u16 {
+        if self.sockaddr.is_null() {
+            return 0;
+        }
+        // SAFETY: rr peers hold a valid sockaddr of `socklen` bytes; the
+        // family says which struct it is.
+        unsafe {
+            match u32::from((*self.sockaddr).sa_family) {
+                AF_INET if self.socklen as usize >= size_of::<sockaddr_in>() => {
+                    u16::from_be((*self.sockaddr.cast::<sockaddr_in>()).sin_port)
+                }
+                AF_INET6 if self.socklen as usize >= size_of::<sockaddr_in6>() => {
+                    u16::from_be((*self.sockaddr.cast::<sockaddr_in6>()).sin6_port)
+                }
+                _ => 0,
+            }
+        }
     }
 }
 

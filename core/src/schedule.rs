@@ -65,10 +65,15 @@ pub fn lease(worker: u32, expiry: u64) -> u64 {
     (u64::from(worker as u16) + 1) << EXPIRY_BITS | (expiry & EXPIRY_MASK)
 }
 
-/// Can a round be claimed at `now` given the lease word `word`? Free, or
-/// held by a round that outlived its budget (its worker died or stalls).
-pub fn lease_claimable(word: u64, now: u64) -> bool {
-    word == 0 || (word & EXPIRY_MASK) < (now & EXPIRY_MASK)
+/// Can worker slot `me` claim a round at `now` given the lease word
+/// `word`? Free; held by a round that outlived its budget (its worker
+/// stalls); or held by slot `me` itself. A worker never asks while it runs
+/// the peer's round, so a lease of its own slot was left by its
+/// predecessor, killed mid-round and respawned by the master.
+pub fn lease_claimable(word: u64, now: u64, me: u32) -> bool {
+    word == 0
+        || (word & EXPIRY_MASK) < (now & EXPIRY_MASK)
+        || word >> EXPIRY_BITS == u64::from(me as u16) + 1
 }
 
 /// How long a claimed round may hold the lease: its whole budget plus a
@@ -123,10 +128,14 @@ mod tests {
     #[test]
     fn lease_round_trip() {
         let l = lease(3, 5000);
-        assert!(!lease_claimable(l, 4999));
-        assert!(!lease_claimable(l, 5000));
-        assert!(lease_claimable(l, 5001));
-        assert!(lease_claimable(0, 0));
+        assert!(!lease_claimable(l, 4999, 1));
+        assert!(!lease_claimable(l, 5000, 1));
+        assert!(lease_claimable(l, 5001, 1));
+        assert!(lease_claimable(0, 0, 1));
+        assert!(
+            lease_claimable(l, 10, 3),
+            "a respawned worker reclaims its predecessor's lease"
+        );
         assert_ne!(lease(0, 0), 0, "a held lease is never the free word");
     }
 
