@@ -746,8 +746,6 @@ fn idle_data_past_4k_closes_and_remakes_the_connection() {
 /// succeeds on the stale bytes. One more byte from the server triggers the
 /// drain, which then reads 5121 bytes and closes it.
 #[test]
-#[ignore = "module bug: data received before a connection is kept is never drained \
-            (no 4 KB close, stale bytes answer every peek); see the doc comment"]
 fn five_kb_greeting_closes_and_remakes_the_connection() {
     let big = Talker::start(&vec![b'g'; 5 * 1024], None);
     let port = free_port();
@@ -1086,8 +1084,6 @@ fn ss_timer_parsing() {
 /// connection open for as long as it lingers (here: as long as the stream
 /// session lasts), so the backend holds old + new connections.
 #[test]
-#[ignore = "module bug: a shutting-down worker keeps its kept check connections \
-            until it exits (SPEC §3 says: closes them at once); see the doc comment"]
 fn reload_closes_the_old_workers_kept_connections() {
     let checked = Backend::start();
     let hang = Backend::with_mode(Mode::Hang);

@@ -727,7 +727,6 @@ fn check_port_or_type_change_gives_fresh_state() {
 // server's own port does not change where the probe goes, so the state
 // must be kept.
 #[test]
-#[ignore = "module bug: identity hashes the configured port= (0 vs explicit), not the effective check port; adding port=<server's own port> resets the state (SPEC §2: \"effective check port\")"]
 fn explicit_port_equal_to_server_port_keeps_state() {
     let a = Backend::start();
     let port = free_port();
@@ -987,7 +986,6 @@ stream {{
 // The same when, for one load, no context has a checked peer at all (no
 // zone exists then).
 #[test]
-#[ignore = "module bug (minor): a load without any checked peer creates no zone, status then shows generation 0, and the next load with checks starts again at 1 (the count lives only in the zones)"]
 fn generation_counts_loads_without_any_checked_peer() {
     let h = Backend::start();
     let port = free_port();
@@ -1445,7 +1443,6 @@ fn killed_workers_are_respawned_and_checks_continue() {
 // Issue 6: "checks continue within 2 intervals" also for the peer whose
 // round the dead worker was running.
 #[test]
-#[ignore = "module bug: a worker killed mid-round leaves its lease in the slot until timeout + 1000 ms (schedule::lease_expiry); neither the respawned worker of the same slot nor the other worker runs that peer before, so its checks pause for ~timeout + 1 s instead of <= 2 intervals"]
 fn killed_worker_peer_is_checked_again_within_two_intervals() {
     let k = KillSetup::start();
     // Four kills: each lands in a round with high probability, not surely.
@@ -1509,7 +1506,6 @@ fn master_process_off_checks_and_status_work() {
 // are reset after such a reload, so nothing is asserted about serving).
 // The module must not take the process down.
 #[test]
-#[ignore = "module bug: with master_process off, SIGHUP frees the old noreuse zone (ngx_init_cycle -> ngx_shm_free) while this process's probes and status handler still point into it, and init_process does not run again for the new cycle: the single process dies with SIGSEGV on the next probe timer"]
 fn master_process_off_reload_does_not_crash() {
     let a = Backend::start();
     let b = Backend::with_mode(Mode::Refuse);

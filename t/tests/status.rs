@@ -1139,8 +1139,6 @@ fn no_checked_peers(generation: Option<u64>) {
 /// SPEC §2: `generation` is 1 after the first start, also when no upstream
 /// has a check (there is no shared zone then).
 #[test]
-#[ignore = "module bug: src/status.rs reports generation 0 when no upstream has a check \
-            (no zone: `w.http.zone.or(w.stream.zone).map_or(0, ..)`); SPEC §2 says 1 after start"]
 fn no_checked_peers_generation() {
     no_checked_peers(Some(1));
 }
