@@ -1,0 +1,457 @@
+//! Checks across worker processes (SPEC §3, issue 3): one round per peer
+//! per interval for the whole instance, takeover when a worker is killed,
+//! no descriptor leaks, prompt exit on reload and quit.
+
+mod common;
+
+use std::fs;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::{first_seen, ms, start_nginx, Row};
+use healthcheck_t::{
+    free_port, poll_status_json, process, status_json, wait_until, Backend, Kind, Mode, Nginx,
+};
+
+const LONG: Duration = Duration::from_secs(10);
+
+fn conf(port: u16, backends: &[Backend], check: &str) -> String {
+    let servers: String = backends
+        .iter()
+        .map(|b| format!("server {}; ", b.addr()))
+        .collect();
+    format!(
+        "http {{
+    access_log off;
+    upstream web {{ {servers}{check} }}
+    server {{
+        listen 127.0.0.1:{port};
+        location /status {{ healthcheck_status json; }}
+    }}
+}}"
+    )
+}
+
+fn rows(backends: &[Backend]) -> Vec<Row> {
+    backends
+        .iter()
+        .map(|b| Row::new(Kind::Http, "web", &b.addr()))
+        .collect()
+}
+
+/// Wait until every peer ran at least `n` rounds.
+fn wait_rounds(port: u16, rows: &[Row], n: i64) {
+    first_seen(
+        port,
+        Instant::now(),
+        LONG,
+        format!("{n} rounds").as_str(),
+        rows,
+        |r, s| r.int(s, "checks") >= n,
+    );
+}
+
+/// Accepts of `b` in `[from, to)`.
+fn accepts_between(b: &Backend, from: Instant, to: Instant) -> usize {
+    b.accept_times()
+        .iter()
+        .filter(|&&t| t >= from && t < to)
+        .count()
+}
+
+/// Let `d` pass: a measurement window, not a wait for a condition.
+fn window(d: Duration) {
+    let end = Instant::now() + d;
+    wait_until(d + Duration::from_secs(1), "window end", || {
+        Instant::now() >= end
+    });
+}
+
+// worker_processes 4: every peer is probed once per interval by the whole
+// instance, not once per worker.
+#[test]
+fn one_probe_per_peer_per_interval_with_four_workers() {
+    const INTERVAL: u64 = 200;
+    const K: usize = 10;
+    let backends: Vec<Backend> = (0..6).map(|_| Backend::start()).collect();
+    let (_ng, port) = start_nginx(&Nginx::builder().workers(4), || {
+        let port = free_port();
+        (
+            conf(
+                port,
+                &backends,
+                &format!("check interval={INTERVAL} rise=1 fall=1;"),
+            ),
+            port,
+        )
+    });
+    let rows = rows(&backends);
+    wait_rounds(port, &rows, 2);
+
+    let before = status_json(port).expect("status");
+    let from = Instant::now();
+    window(ms(INTERVAL * K as u64));
+    let to = Instant::now();
+    let after = status_json(port).expect("status");
+    for (b, r) in backends.iter().zip(&rows) {
+        let n = accepts_between(b, from, to);
+        assert!(
+            (K - 1..=K + 1).contains(&n),
+            "{r}: {n} probes in {K} intervals (expected {K} +- 1)"
+        );
+        let rounds = r.int(&after, "checks") - r.int(&before, "checks");
+        assert!(
+            (K as i64 - 1..=K as i64 + 1).contains(&rounds),
+            "{r}: {rounds} rounds counted in {K} intervals"
+        );
+    }
+}
+
+/// SIGSTOPs the nginx master so it does not respawn a killed worker;
+/// SIGCONT when dropped (also when the test fails).
+struct MasterStopped(u32);
+
+impl MasterStopped {
+    fn new(ng: &Nginx) -> Self {
+        ng.signal(libc::SIGSTOP);
+        MasterStopped(ng.pid())
+    }
+}
+
+impl Drop for MasterStopped {
+    fn drop(&mut self) {
+        let _ = process::signal(self.0, libc::SIGCONT);
+    }
+}
+
+/// Longest gap between consecutive accepts of `b` from the last accept
+/// before `since` on.
+fn longest_gap_since(b: &Backend, since: Instant) -> Duration {
+    let times = b.accept_times();
+    let first = times.iter().rposition(|&t| t < since).unwrap_or(0);
+    times[first..]
+        .windows(2)
+        .map(|w| w[1] - w[0])
+        .max()
+        .unwrap_or_default()
+}
+
+/// Socket inodes of TCP connections (any state but TIME_WAIT) whose remote
+/// port is `port`, from /proc/net/tcp: nginx's side of probe connections.
+fn sockets_to(port: u16) -> Vec<String> {
+    let text = fs::read_to_string("/proc/net/tcp").unwrap_or_default();
+    text.lines()
+        .skip(1)
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let rport = u16::from_str_radix(f.get(2)?.rsplit(':').next()?, 16).ok()?;
+            let inode = *f.get(9)?;
+            (rport == port && *f.get(3)? != "06" && inode != "0").then(|| inode.to_string())
+        })
+        .collect()
+}
+
+/// The process among `pids` holding one of the socket `inodes`.
+fn holder(pids: &[u32], inodes: &[String]) -> Option<u32> {
+    pids.iter().copied().find(|pid| {
+        fs::read_dir(format!("/proc/{pid}/fd"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| fs::read_link(e.path()).ok())
+            .any(|l| {
+                let l = l.to_string_lossy();
+                inodes.iter().any(|i| l == format!("socket:[{i}]"))
+            })
+    })
+}
+
+/// SIGSTOP `pids` and wait until all are stopped: a stopped worker can
+/// neither start nor finish a round, so its sockets can be inspected.
+fn freeze(pids: &[u32]) {
+    for &p in pids {
+        process::signal(p, libc::SIGSTOP).expect("SIGSTOP worker");
+    }
+    let deadline = Instant::now() + LONG;
+    while !pids
+        .iter()
+        .all(|&p| process::stat(p).is_some_and(|s| s.state == 'T'))
+    {
+        assert!(Instant::now() < deadline, "workers {pids:?} did not stop");
+        thread::sleep(ms(1));
+    }
+}
+
+fn thaw(pids: &[u32]) {
+    for &p in pids {
+        let _ = process::signal(p, libc::SIGCONT);
+    }
+}
+
+// A worker killed between rounds: the survivors take its peers over within
+// two intervals, rounds keep being counted, a failing peer still goes down.
+// The master is stopped meanwhile, so the dead worker is not respawned
+// (takeover, not respawn, keeps the checks going). After it resumes and
+// respawns the worker, each peer is again probed once per interval.
+#[test]
+fn killed_worker_between_rounds_does_not_stop_checks() {
+    const INTERVAL: u64 = 300;
+    let backends: Vec<Backend> = (0..4).map(|_| Backend::with_mode(Mode::Hang)).collect();
+    let (ng, port) = start_nginx(&Nginx::builder().workers(2), || {
+        let port = free_port();
+        (
+            conf(
+                port,
+                &backends,
+                &format!("check interval={INTERVAL} timeout=200 rise=1 fall=2;"),
+            ),
+            port,
+        )
+    });
+    ng.allow_log("exited on signal 9");
+    let rows = rows(&backends);
+    wait_rounds(port, &rows, 2);
+
+    let stopped = MasterStopped::new(&ng);
+    let victim = ng.workers()[0];
+    // Kill it between rounds: frozen while it holds no probe connection.
+    // It runs freely while a round is in flight, so the round can finish.
+    let ports: Vec<u16> = backends.iter().map(Backend::port).collect();
+    let probing = || {
+        let inodes: Vec<String> = ports.iter().flat_map(|&p| sockets_to(p)).collect();
+        holder(&[victim], &inodes).is_some()
+    };
+    let deadline = Instant::now() + LONG;
+    loop {
+        wait_until(LONG, "the worker between rounds", || !probing());
+        freeze(&[victim]);
+        if !probing() {
+            break;
+        }
+        thaw(&[victim]);
+        assert!(
+            Instant::now() < deadline,
+            "never caught the worker between rounds"
+        );
+    }
+    process::signal(victim, libc::SIGKILL).expect("kill worker");
+    let killed = Instant::now();
+    // Until it is really gone, a connection could wake only the dying
+    // worker (EPOLLEXCLUSIVE) and sit in the listen queue.
+    wait_until(LONG, "killed worker gone", || !process::is_alive(victim));
+    let before = status_json(port).expect("status from the surviving worker");
+
+    window(ms(INTERVAL * 6));
+    for (b, r) in backends.iter().zip(&rows) {
+        let gap = longest_gap_since(b, killed);
+        assert!(
+            gap <= ms(2 * INTERVAL + 150),
+            "{r}: {gap:?} without a probe after its worker was killed (takeover within 2 intervals)"
+        );
+    }
+    // A taken-over peer is run when overdue by an interval, i.e. every
+    // second interval while its owner is gone: at least 2 rounds in 6.
+    let after = status_json(port).expect("status");
+    for r in &rows {
+        assert!(
+            r.int(&after, "checks") >= r.int(&before, "checks") + 2,
+            "{r}: rounds stopped being counted: {before} -> {after}"
+        );
+    }
+
+    // Peers 0 and 1 belong to different worker slots: both go down.
+    backends[0].set_mode(Mode::Refuse);
+    backends[1].set_mode(Mode::Refuse);
+    first_seen(
+        port,
+        Instant::now(),
+        LONG,
+        "refusing peers down",
+        &rows[..2],
+        |r, s| r.status(s) == Some("down"),
+    );
+
+    drop(stopped);
+    wait_until(LONG, "worker respawned", || {
+        let w = ng.workers();
+        w.len() == 2 && !w.contains(&victim)
+    });
+    const K: u64 = 8;
+    let from = Instant::now();
+    window(ms(INTERVAL * K));
+    let to = Instant::now();
+    for (b, r) in backends[2..].iter().zip(&rows[2..]) {
+        let n = accepts_between(b, from, to) as u64;
+        assert!(
+            (K - 1..=K + 1).contains(&n),
+            "{r}: {n} probes in {K} intervals after the respawn"
+        );
+    }
+}
+
+// A worker killed in the middle of a round (its probe connection open):
+// the round it leaves unfinished must not block the peer for longer than
+// the takeover rule allows (issue 3: "if the worker that owns a peer dies
+// or stalls, another takes the peer over within 2 intervals").
+#[test]
+#[ignore = "module bug: a round abandoned by a killed worker keeps its lease until start + timeout + 1000 ms, \
+            so with interval=500 timeout=400 the next probe comes ~3 intervals later, not within 2"]
+fn killed_worker_mid_round_is_taken_over_within_two_intervals() {
+    const INTERVAL: u64 = 500;
+    // Hang: the probe connects, then watches a silent connection for the
+    // settle window (timeout / 4 = 100 ms) before closing it.
+    let backends = vec![Backend::with_mode(Mode::Hang), Backend::start()];
+    let (ng, port) = start_nginx(&Nginx::builder().workers(2), || {
+        let port = free_port();
+        (
+            conf(
+                port,
+                &backends,
+                &format!("check interval={INTERVAL} timeout=400 rise=1 fall=2;"),
+            ),
+            port,
+        )
+    });
+    ng.allow_log("exited on signal 9");
+    wait_rounds(port, &rows(&backends), 2);
+    let _stopped = MasterStopped::new(&ng);
+    let hang = &backends[0];
+    let workers = ng.workers();
+
+    // Catch a round in flight: on a fresh probe, freeze both workers; the
+    // one holding the probe connection is mid-round. Kill it.
+    let deadline = Instant::now() + LONG;
+    let (victim, round_start) = loop {
+        let seen = hang.accepted();
+        while hang.accepted() == seen {
+            assert!(Instant::now() < deadline, "no probe caught in flight");
+            thread::sleep(ms(1));
+        }
+        let started = *hang.accept_times().last().unwrap();
+        freeze(&workers);
+        let found = holder(&workers, &sockets_to(hang.port()));
+        if let Some(pid) = found {
+            process::signal(pid, libc::SIGKILL).expect("kill worker");
+        }
+        thaw(&workers);
+        if let Some(pid) = found {
+            break (pid, started);
+        }
+    };
+
+    wait_until(LONG, "next probe", || {
+        hang.accept_times().iter().any(|&t| t > round_start)
+    });
+    let next = *hang
+        .accept_times()
+        .iter()
+        .find(|&&t| t > round_start)
+        .unwrap();
+    let gap = next - round_start;
+    assert!(
+        gap <= ms(2 * INTERVAL + 200),
+        "worker {victim} killed mid-round: next probe {gap:?} after the abandoned round started \
+         (interval {INTERVAL} ms, expected within 2 intervals)"
+    );
+}
+
+/// The fewest open descriptors seen in `samples` looks at `pid`: probe
+/// sockets come and go, the baseline is what remains between rounds.
+fn baseline_fds(pid: u32, samples: usize) -> usize {
+    (0..samples)
+        .map(|_| {
+            let n = process::fd_count(pid).expect("fd count");
+            thread::sleep(ms(3));
+            n
+        })
+        .min()
+        .unwrap()
+}
+
+// After 200 rounds per worker against every kind of server, each worker's
+// descriptor count is where it started.
+#[test]
+fn fd_count_flat_after_200_rounds_per_worker() {
+    let modes = [
+        Mode::Serve,
+        Mode::Refuse,
+        Mode::Hang,
+        Mode::Rst,
+        Mode::Fin,
+        Mode::Silent,
+    ];
+    let backends: Vec<Backend> = modes
+        .iter()
+        .chain(&modes)
+        .map(|&m| Backend::with_mode(m))
+        .collect();
+    // timeout 40: a settle window of 10 ms, so probe sockets are rarely
+    // open when the descriptors are counted.
+    let (ng, port) = start_nginx(&Nginx::builder().workers(2), || {
+        let port = free_port();
+        (
+            conf(
+                port,
+                &backends,
+                "check interval=100 timeout=40 rise=1 fall=1;",
+            ),
+            port,
+        )
+    });
+    let rows = rows(&backends);
+    wait_rounds(port, &rows, 2);
+    let workers = ng.workers();
+    let before: Vec<usize> = workers.iter().map(|&p| baseline_fds(p, 60)).collect();
+    let start = status_json(port).expect("status");
+    let total = |s: &healthcheck_t::Status| rows.iter().map(|r| r.int(s, "checks")).sum::<i64>();
+    let target = total(&start) + 200 * workers.len() as i64;
+    poll_status_json(
+        port,
+        Duration::from_secs(20),
+        "200 rounds per worker",
+        |s| total(s) >= target,
+    );
+    assert_eq!(ng.workers(), workers, "workers changed");
+    let after: Vec<usize> = workers.iter().map(|&p| baseline_fds(p, 60)).collect();
+    assert_eq!(
+        after, before,
+        "worker descriptor counts after 200 rounds each (workers {workers:?})"
+    );
+}
+
+// Old workers exit at once after a reload, and nginx quits at once: the
+// probe timers are cancelable and the check connections are closed. The
+// interval (4 s) is far longer than the deadline, so a worker waiting for
+// its next probe timer would be caught.
+#[test]
+fn old_workers_exit_promptly_on_reload_and_quit() {
+    const TIMEOUT: u64 = 500;
+    let backends: Vec<Backend> = [Mode::Hang, Mode::Serve, Mode::Silent, Mode::Refuse]
+        .into_iter()
+        .map(Backend::with_mode)
+        .collect();
+    let check = format!("check interval=4000 timeout={TIMEOUT} rise=1 fall=1;");
+    let (mut ng, port) = start_nginx(&Nginx::builder().workers(2), || {
+        let port = free_port();
+        (conf(port, &backends, &check), port)
+    });
+    let rows = rows(&backends);
+    wait_rounds(port, &rows, 1);
+    let deadline = ms(TIMEOUT + 1000);
+
+    let old = ng.workers();
+    let reloaded = Instant::now();
+    ng.reload();
+    ng.wait_workers_gone(&old, deadline);
+    eprintln!("old workers gone {:?} after SIGHUP", reloaded.elapsed());
+    let s = poll_status_json(port, LONG, "generation 2", |s| s.generation() == Some(2));
+    assert_eq!(s.total(), Some(backends.len() as i64), "{s}");
+
+    let quitting = Instant::now();
+    ng.quit();
+    assert!(
+        quitting.elapsed() <= deadline,
+        "nginx took {:?} to quit",
+        quitting.elapsed()
+    );
+}
