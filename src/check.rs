@@ -320,7 +320,10 @@ fn on_timer(p: &mut Probe) {
         Decision::WaitUntil(at) => arm(p, at),
         Decision::Run => {
             let held = s.lease.load(Ordering::Acquire);
-            let mine = schedule::lease(p.worker, schedule::lease_expiry(now, p.check.timeout_ms));
+            let mine = schedule::lease(
+                p.worker,
+                schedule::lease_expiry(now, p.check.timeout_ms, interval),
+            );
             if !schedule::lease_claimable(held, now, p.worker)
                 || s.lease
                     .compare_exchange(held, mine, Ordering::AcqRel, Ordering::Acquire)

@@ -26,9 +26,9 @@ use ngx::ffi::{
     ngx_module_t, ngx_process, ngx_stream_conf_ctx_t, ngx_stream_module, ngx_stream_module_t,
     ngx_stream_upstream_main_conf_t, ngx_stream_upstream_module, ngx_uint_t, ngx_worker,
     NGX_CONF_1MORE, NGX_CONF_NOARGS, NGX_CONF_TAKE1, NGX_ERROR, NGX_HTTP_LOC_CONF,
-    NGX_HTTP_MAIN_CONF, NGX_HTTP_MODULE, NGX_HTTP_UPS_CONF, NGX_LOG_ALERT, NGX_LOG_DEBUG, NGX_LOG_WARN,
-    NGX_LOG_EMERG, NGX_OK, NGX_PROCESS_SINGLE, NGX_PROCESS_WORKER, NGX_STREAM_MAIN_CONF,
-    NGX_STREAM_MODULE, NGX_STREAM_UPS_CONF,
+    NGX_HTTP_MAIN_CONF, NGX_HTTP_MODULE, NGX_HTTP_UPS_CONF, NGX_LOG_ALERT, NGX_LOG_DEBUG,
+    NGX_LOG_EMERG, NGX_LOG_WARN, NGX_OK, NGX_PROCESS_SINGLE, NGX_PROCESS_WORKER,
+    NGX_STREAM_MAIN_CONF, NGX_STREAM_MODULE, NGX_STREAM_UPS_CONF,
 };
 use ngx::ngx_string;
 

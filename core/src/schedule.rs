@@ -76,10 +76,14 @@ pub fn lease_claimable(word: u64, now: u64, me: u32) -> bool {
         || word >> EXPIRY_BITS == u64::from(me as u16) + 1
 }
 
-/// How long a claimed round may hold the lease: its whole budget plus a
-/// margin for a loaded event loop.
-pub fn lease_expiry(now: u64, timeout: u64) -> u64 {
-    now + timeout + 1000
+/// Until when a round claimed at `now` holds the lease: its whole budget
+/// (`timeout`, always less than `interval`) plus half of what is left of the
+/// interval, as margin for a busy event loop. A round abandoned by a dead
+/// worker is thus claimable before the next interval ends, and another
+/// worker, which looks an interval after the round was due, takes it over
+/// within two intervals.
+pub fn lease_expiry(now: u64, timeout: u64, interval: u64) -> u64 {
+    now + timeout + interval.saturating_sub(timeout) / 2
 }
 
 #[cfg(test)]
@@ -140,6 +144,17 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn an_abandoned_round_is_claimable_within_an_interval(start in 0u64..1 << 40, interval in 100u64..86_400_000, t in 1u64..86_400_000) {
+            let timeout = t % interval;
+            prop_assume!(timeout > 0);
+            let expiry = lease_expiry(start, timeout, interval);
+            // the live round always fits; a non-owner looking an interval
+            // after the due time finds the lease claimable
+            prop_assert!(expiry >= start + timeout);
+            prop_assert!(lease_claimable(lease(0, expiry), start + interval, 1));
+        }
+
         #[test]
         fn first_round_inside_first_interval(now in 0u64..1 << 40, interval in 100u64..86_400_000, r: u64) {
             let d = first_due(now, interval, r);
