@@ -2379,9 +2379,11 @@ fn gcd(a: u64, b: u64) -> u64 {
 proptest! {
     #![proptest_config(cfg(200))]
 
+    // Rings up to about 2^21 nodes here (each case may build all of them
+    // eagerly); the 2^24 limit itself is `ring_at_the_node_limit`.
     #[test]
     fn ring_new_matches_the_oracle(weights in prop_oneof![
-            vec(prop_oneof![Just(0u64), Just(1), 1u64..100, Just(1 << 24), Just(u64::MAX),
+            vec(prop_oneof![Just(0u64), Just(1), 1u64..100, Just(1 << 20), Just(u64::MAX),
                             Just(u64::MAX - 1), any::<u64>()], 0..6),
             ring_weights(),
         ], max_init in any::<u32>()) {
