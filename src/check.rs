@@ -161,6 +161,8 @@ pub struct Probe {
     keep: bool,
     max_rounds: Option<u32>,
     kept: Option<Kept>,
+    /// When the current round was due (nginx ms).
+    due: u64,
     /// Start of the current round: nginx's clock (scheduling) and a fresh
     /// monotonic clock (delay).
     start_msec: u64,
@@ -236,6 +238,7 @@ impl Prober {
                 keep: t.check.keeps_connection() && schedule::owner(t.index, workers) == worker,
                 max_rounds: (t.check.reuse == Reuse::On).then_some(t.keepalive_requests),
                 kept: None,
+                due: 0,
                 start_msec: 0,
                 start: Instant::now(),
                 delay_ms: 0,
@@ -333,6 +336,7 @@ fn on_timer(p: &mut Probe) {
                 arm(p, now + interval);
                 return;
             }
+            p.due = due;
             start_round(p, now);
         }
     }
@@ -655,7 +659,7 @@ fn finish(p: &mut Probe, outcome: Outcome) {
         Outcome::Down(r) => record(p, s, Err(r)),
     }
     s.last_start.store(p.start_msec, Ordering::Relaxed);
-    let due = schedule::next_due(p.start_msec, committed, p.check.interval_ms);
+    let due = schedule::next_due(p.due, p.start_msec, committed, p.check.interval_ms);
     s.next_due.store(due, Ordering::Release);
     s.lease.store(0, Ordering::Release);
     if !exiting() {

@@ -42,10 +42,19 @@ pub fn first_due(now: u64, interval: u64, random: u64) -> u64 {
     now + random % interval.max(1)
 }
 
-/// Due time of the round after one that started at `start` and committed at
-/// `committed`: fixed-rate, or right away when the round overran.
-pub fn next_due(start: u64, committed: u64, interval: u64) -> u64 {
-    start.saturating_add(interval).max(committed)
+/// Due time of the round after one that was due at `due`, started at
+/// `start` and committed at `committed`: fixed-rate on the schedule, so a
+/// round that started a little late (a busy event loop) does not push every
+/// later round back; a round taken over by another worker (started a whole
+/// interval or more after it was due) restarts the schedule from its start;
+/// a round that overran its interval is followed right after its commit.
+pub fn next_due(due: u64, start: u64, committed: u64, interval: u64) -> u64 {
+    let base = if start.saturating_sub(due) < interval {
+        due
+    } else {
+        start
+    };
+    base.saturating_add(interval).max(committed)
 }
 
 /// Must a round re-handshake its kept connection instead of peeking it?
@@ -109,8 +118,12 @@ mod tests {
 
     #[test]
     fn fixed_rate_and_overrun() {
-        assert_eq!(next_due(1000, 1040, 100), 1100);
-        assert_eq!(next_due(1000, 1250, 100), 1250);
+        assert_eq!(next_due(1000, 1000, 1040, 100), 1100);
+        assert_eq!(next_due(1000, 1000, 1250, 100), 1250);
+        // started 30 ms late: the schedule does not drift
+        assert_eq!(next_due(1000, 1030, 1040, 100), 1100);
+        // taken over two intervals late: from the takeover
+        assert_eq!(next_due(1000, 1200, 1210, 100), 1300);
     }
 
     #[test]
@@ -162,11 +175,15 @@ mod tests {
         }
 
         #[test]
-        fn next_round_never_before_commit_nor_early(start in 0u64..1 << 40, took in 0u64..100_000, interval in 100u64..100_000) {
-            let d = next_due(start, start + took, interval);
-            prop_assert!(d >= start + took);
-            prop_assert!(d >= start + interval);
-            prop_assert!(d == start + interval || d == start + took);
+        fn next_round_never_before_commit_nor_drifting(due in 0u64..1 << 40, late in 0u64..300_000, took in 0u64..100_000, interval in 100u64..100_000) {
+            let start = due + late;
+            let d = next_due(due, start, start + took, interval);
+            prop_assert!(d >= start + took, "never before the commit");
+            if late < interval {
+                prop_assert!(d == due + interval || d == start + took, "on schedule unless overrun");
+            } else {
+                prop_assert!(d == start + interval || d == start + took, "a takeover restarts the schedule");
+            }
         }
 
         #[test]

@@ -2580,7 +2580,7 @@ proptest! {
         prop_assert!(first >= now && first < now + interval);
 
         let committed = now + took;
-        let next = schedule::next_due(now, committed, interval);
+        let next = schedule::next_due(now, now, committed, interval);
         prop_assert!(next >= committed && next >= now + interval);
         prop_assert!(next == committed || next == now + interval);
     }
