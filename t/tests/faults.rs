@@ -1,0 +1,970 @@
+//! Fault injection (issue 8): real nginx, real backends, and the faults a
+//! network and a host really have, injected with iptables, signals,
+//! sysctls and resource limits inside a network namespace each test
+//! creates for itself (see `faults_net`: nothing leaves the namespace and
+//! nothing on the host is changed).
+//!
+//! - a blackholed peer (SYN dropped) goes down within `fall` rounds of
+//!   `timeout`; with a kept connection (`reuse` + `keepalive`) within the
+//!   kernel keepalive bound (idle + intvl x cnt) plus `fall` rounds;
+//! - REJECT with tcp-reset, and ICMP port unreachable for UDP: down;
+//! - ICMP errors dropped for UDP: stays up (the documented false positive);
+//! - a SIGSTOPped backend with a full accept queue: down; SIGCONT: up;
+//! - local resource exhaustion (tiny `worker_connections`, low
+//!   `worker_rlimit_nofile`, no free ephemeral port): no crash, no busy
+//!   loop, rate-limited module log lines, healthy peers stay up;
+//! - `HC_T_SLOW=1`: workers at full CPU under wrk for 60 s with 1000 peers
+//!   checked: zero false down transitions.
+//!
+//! Needs root (network namespaces, iptables); a test fails with a clear
+//! message when it cannot create its namespace. iptables and iproute2 are
+//! installed with apt-get if missing. About 35 s with two test threads.
+//!
+//! `bench_detection` (ignored) is the engine of `scripts/bench-detection`.
+
+mod faults_net;
+
+use std::fs;
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::process::{Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use faults_net::{
+    cpu_time, down_among, in_netns, iptables, max_per_second, state, sum_field, sysctl,
+    unix_socket_path, unix_status, ChildBackend, Sink,
+};
+use healthcheck_t::{
+    free_port, poll_status_json, status_json, try_wait_until, Backend, Kind, Nginx, Status,
+    UdpBackend, UdpMode,
+};
+use serde_json::Value;
+
+/// Generous bound for anything that should take a few rounds.
+const WAIT: Duration = Duration::from_secs(15);
+/// Added to every upper time bound: status polling, scheduling noise of a
+/// loaded CI machine running tests in parallel.
+const SLACK_MS: u64 = 250;
+/// Lower bounds may be undercut by this much (nginx's cached clock).
+const EARLY_MS: u64 = 20;
+/// The module's own line for a local error (src/check.rs `local_error`).
+const LOCAL_ERROR_LINE: &str = "not run: local error";
+
+/// Not a test: the entry point that turns this binary into a child
+/// backend process (`faults_net::ChildBackend` runs it again with
+/// `HC_T_FAULTS_CHILD` set). Without that variable it returns at once.
+#[test]
+fn child_backend_process() {
+    faults_net::child_main();
+}
+
+// ---------------------------------------------------------------------------
+// helpers
+
+/// `http {}` with `upstreams` and a status location on `127.0.0.1:port`.
+fn http_conf(port: u16, upstreams: &str) -> String {
+    format!(
+        "http {{
+    access_log off;
+{upstreams}
+    server {{
+        listen 127.0.0.1:{port};
+        location /status {{ healthcheck_status json; }}
+    }}
+}}"
+    )
+}
+
+/// One upstream with `servers` and `check` (plus extra directives).
+fn upstream(name: &str, servers: &[String], check: &str) -> String {
+    let servers: String = servers
+        .iter()
+        .map(|s| format!("        server {s};\n"))
+        .collect();
+    format!("    upstream {name} {{\n{servers}        {check}\n    }}\n")
+}
+
+fn row<'a>(s: &'a Status, upstream: &str, name: &str) -> &'a Value {
+    s.peer(Kind::Http, upstream, name)
+        .unwrap_or_else(|| panic!("no http row {upstream} {name}: {s}"))
+}
+
+fn int(s: &Status, upstream: &str, name: &str, field: &str) -> i64 {
+    row(s, upstream, name)[field]
+        .as_i64()
+        .unwrap_or_else(|| panic!("{upstream} {name}: {field} is not an integer: {s}"))
+}
+
+fn reason(s: &Status, upstream: &str, name: &str) -> String {
+    row(s, upstream, name)["last_failure_reason"]
+        .as_str()
+        .unwrap_or("null")
+        .to_string()
+}
+
+/// Wait until `name` is up and has run at least `rounds` more rounds.
+fn wait_rounds(port: u16, upstream: &str, name: &str, rounds: i64) -> Status {
+    let start = int(&must_status(port), upstream, name, "checks");
+    poll_status_json(port, WAIT, format!("{rounds} more rounds of {name}"), |s| {
+        s.is_up(Kind::Http, upstream, name) && int(s, upstream, name, "checks") >= start + rounds
+    })
+}
+
+/// Sleep half an interval: called right after a round, it puts the fault
+/// between two rounds rather than at the worst-case phase (just after one).
+/// The benchmark (scripts/bench-detection) covers random phases.
+fn mid_phase(interval: u64) {
+    thread::sleep(Duration::from_millis(interval / 2));
+}
+
+fn must_status(port: u16) -> Status {
+    poll_status_json(port, WAIT, "the status page", |_| true)
+}
+
+/// Wait until `name` is down; the status and when it was first seen.
+fn wait_down(port: u16, upstream: &str, name: &str, timeout: Duration) -> (Status, Instant) {
+    let s = poll_status_json(port, timeout, format!("{name} down"), |s| {
+        s.is_down(Kind::Http, upstream, name)
+    });
+    (s, Instant::now())
+}
+
+/// Assert `elapsed` (ms) lies in `[lo - EARLY_MS, hi + SLACK_MS]`.
+fn assert_within(what: &str, lo_elapsed: u64, hi_elapsed: u64, lo: u64, hi: u64) {
+    eprintln!("{what}: observed {lo_elapsed}..{hi_elapsed} ms, documented bound [{lo}, {hi}] ms");
+    assert!(
+        lo_elapsed + EARLY_MS >= lo,
+        "{what}: down after {lo_elapsed} ms, earlier than the bound {lo} ms"
+    );
+    assert!(
+        hi_elapsed <= hi + SLACK_MS,
+        "{what}: down after {hi_elapsed} ms, later than the bound {hi} ms (+{SLACK_MS} ms slack)"
+    );
+}
+
+// ---------------------------------------------------------------------------
+// blackholes
+
+/// SYNs to the peer are dropped: every round times out, and the peer is
+/// down `fall` rounds after the fault: within
+/// [(fall-1)*interval + timeout, fall*interval + timeout].
+#[test]
+fn blackholed_peer_is_down_within_fall_rounds_of_timeout() {
+    in_netns(|| {
+        let b = Backend::start();
+        let port = free_port();
+        let (interval, timeout, fall) = (500u64, 300u64, 3u64);
+        let ng = Nginx::start(&http_conf(
+            port,
+            &upstream(
+                "u",
+                &[b.addr()],
+                &format!("check interval={interval} timeout={timeout} fall={fall} rise=1;"),
+            ),
+        ));
+        wait_rounds(port, "u", &b.addr(), 2);
+        mid_phase(interval);
+
+        let before = Instant::now();
+        iptables(&format!(
+            "-A INPUT -i lo -p tcp --dport {} -j DROP",
+            b.port()
+        ));
+        let after = Instant::now();
+        let (s, seen) = wait_down(port, "u", &b.addr(), WAIT);
+        assert_within(
+            "blackhole",
+            faults_net::ms(before, seen),
+            faults_net::ms(after, seen),
+            (fall - 1) * interval + timeout,
+            fall * interval + timeout,
+        );
+        assert_eq!(reason(&s, "u", &b.addr()), "timeout", "{s}");
+        assert_eq!(int(&s, "u", &b.addr(), "fall"), fall as i64, "{s}");
+        let line = ng.wait_for_log("is down after 3 failures", WAIT);
+        assert!(line.contains("timed out"), "{line}");
+
+        // Lifting the blackhole brings it back.
+        iptables(&format!(
+            "-D INPUT -i lo -p tcp --dport {} -j DROP",
+            b.port()
+        ));
+        poll_status_json(port, WAIT, "up again", |s| {
+            s.is_up(Kind::Http, "u", &b.addr())
+        });
+    });
+}
+
+/// A kept connection (`reuse=on keepalive=...`), then a blackhole that
+/// drops every packet to the peer, keepalive probes included. Rounds only
+/// peek the kept connection, which looks fine until the kernel gives up
+/// on it after idle + intvl*cnt without an answer; the next round
+/// re-handshakes into the blackhole and times out. So the peer is down
+/// within idle + intvl*cnt + fall*interval + timeout (SPEC §3, README
+/// "How checks work"), and not before intvl*cnt + (fall-1)*interval +
+/// timeout (the kept connection did keep it up meanwhile).
+#[test]
+fn blackholed_kept_connection_is_down_within_keepalive_bound() {
+    in_netns(|| {
+        let b = Backend::start();
+        let port = free_port();
+        let (interval, timeout, fall) = (1000u64, 500u64, 2u64);
+        let (idle, intvl, cnt) = (2u64, 1u64, 2u64);
+        let ng = Nginx::start(&http_conf(
+            port,
+            &upstream(
+                "u",
+                &[b.addr()],
+                &format!(
+                    "check interval={interval} timeout={timeout} fall={fall} rise=1 \
+                     reuse=on keepalive=:{idle}:{intvl}:{cnt};\n        \
+                     check_keepalive_requests 1000;"
+                ),
+            ),
+        ));
+        // Two rounds on one kept connection.
+        wait_rounds(port, "u", &b.addr(), 3);
+        assert_eq!(b.accepted(), 1, "the check connection is not kept");
+        assert_eq!(b.open_connections(), 1);
+        // Rounds and keepalive probes both run in whole seconds from the
+        // connection's opening: a fault right after a round would make the
+        // kernel's give-up coincide with a round (the worst case, which
+        // the kernel's coarse timers for seconds-long timeouts can push a
+        // little past the bound). Half an interval later it does not.
+        mid_phase(interval);
+
+        let before = Instant::now();
+        iptables(&format!(
+            "-A INPUT -i lo -p tcp --dport {} -j DROP",
+            b.port()
+        ));
+        let after = Instant::now();
+        let (s, seen) = wait_down(port, "u", &b.addr(), Duration::from_secs(20));
+        assert_within(
+            "blackholed kept connection",
+            faults_net::ms(before, seen),
+            faults_net::ms(after, seen),
+            (intvl * cnt) * 1000 + (fall - 1) * interval + timeout,
+            (idle + intvl * cnt) * 1000 + fall * interval + timeout,
+        );
+        assert_eq!(reason(&s, "u", &b.addr()), "timeout", "{s}");
+        assert_eq!(b.accepted(), 1, "no new connection can get through");
+        ng.wait_for_log("is down after 2 failures: timed out", WAIT);
+    });
+}
+
+// ---------------------------------------------------------------------------
+// rejections
+
+/// `REJECT --reject-with tcp-reset`: every connect is refused; down after
+/// `fall` rounds, within [(fall-1)*interval, fall*interval].
+#[test]
+fn tcp_reset_rejection_marks_down() {
+    in_netns(|| {
+        let b = Backend::start();
+        let port = free_port();
+        let (interval, fall) = (400u64, 2u64);
+        let _ng = Nginx::start(&http_conf(
+            port,
+            &upstream(
+                "u",
+                &[b.addr()],
+                &format!("check interval={interval} timeout=300 fall={fall} rise=1;"),
+            ),
+        ));
+        wait_rounds(port, "u", &b.addr(), 2);
+        mid_phase(interval);
+        let before = Instant::now();
+        iptables(&format!(
+            "-A INPUT -i lo -p tcp --dport {} -j REJECT --reject-with tcp-reset",
+            b.port()
+        ));
+        let after = Instant::now();
+        let (s, seen) = wait_down(port, "u", &b.addr(), WAIT);
+        assert_within(
+            "tcp-reset",
+            faults_net::ms(before, seen),
+            faults_net::ms(after, seen),
+            (fall - 1) * interval,
+            fall * interval,
+        );
+        let r = reason(&s, "u", &b.addr());
+        assert!(r == "refused" || r == "reset", "reason {r}: {s}");
+    });
+}
+
+/// UDP: the firewall answers ICMP port unreachable for a live UDP
+/// service: down (reason icmp-unreachable).
+#[test]
+fn udp_icmp_port_unreachable_marks_down() {
+    in_netns(|| {
+        let b = UdpBackend::start();
+        let port = free_port();
+        let (interval, fall) = (300u64, 2u64);
+        let _ng = Nginx::start(&http_conf(
+            port,
+            &upstream(
+                "u",
+                &[b.addr()],
+                &format!("check type=udp interval={interval} timeout=200 fall={fall} rise=1;"),
+            ),
+        ));
+        wait_rounds(port, "u", &b.addr(), 2);
+        mid_phase(interval);
+        assert!(b.received() >= 2, "the backend sees the probes");
+        let before = Instant::now();
+        iptables(&format!(
+            "-A INPUT -i lo -p udp --dport {} -j REJECT --reject-with icmp-port-unreachable",
+            b.port()
+        ));
+        let after = Instant::now();
+        let (s, seen) = wait_down(port, "u", &b.addr(), WAIT);
+        assert_within(
+            "udp icmp-port-unreachable",
+            faults_net::ms(before, seen),
+            faults_net::ms(after, seen),
+            (fall - 1) * interval,
+            fall * interval,
+        );
+        assert_eq!(reason(&s, "u", &b.addr()), "icmp-unreachable", "{s}");
+    });
+}
+
+/// UDP with nothing listening, but ICMP port unreachable dropped on the
+/// way back: no round can see a failure, the peer stays up (README
+/// "Limits operators must know": where ICMP is filtered a dead UDP service
+/// stays up). Removing the filter shows the same peer going down, so the
+/// setup is not the reason it stayed up.
+#[test]
+fn udp_with_icmp_dropped_stays_up() {
+    in_netns(|| {
+        let b = UdpBackend::with_mode(UdpMode::Closed);
+        let port = free_port();
+        iptables("-A OUTPUT -p icmp --icmp-type port-unreachable -j DROP");
+        let (interval, fall) = (300u64, 2u64);
+        let _ng = Nginx::start(&http_conf(
+            port,
+            &upstream(
+                "u",
+                &[b.addr()],
+                &format!("check type=udp interval={interval} timeout=200 fall={fall} rise=1;"),
+            ),
+        ));
+        let start = must_status(port);
+        let c0 = int(&start, "u", &b.addr(), "checks");
+        // fall + 3 rounds: every one "succeeds".
+        let s = poll_status_json(port, WAIT, "fall + 3 rounds", |s| {
+            assert!(
+                s.is_up(Kind::Http, "u", &b.addr()),
+                "went down with ICMP dropped: {s}"
+            );
+            int(s, "u", &b.addr(), "checks") >= c0 + fall as i64 + 3
+        });
+        assert_eq!(int(&s, "u", &b.addr(), "fails_total"), 0, "{s}");
+
+        iptables("-D OUTPUT -p icmp --icmp-type port-unreachable -j DROP");
+        let (s, _) = wait_down(port, "u", &b.addr(), WAIT);
+        assert_eq!(reason(&s, "u", &b.addr()), "icmp-unreachable", "{s}");
+    });
+}
+
+// ---------------------------------------------------------------------------
+// a stopped backend
+
+/// The backend process is SIGSTOPped and its accept queue (backlog 1) is
+/// full of held client connections: new SYNs are dropped, rounds time out,
+/// the peer goes down. SIGCONT: the backend drains its queue, rounds pass,
+/// the peer is up again.
+#[test]
+fn sigstopped_backend_with_full_accept_queue_is_down_then_up() {
+    in_netns(|| {
+        let child = ChildBackend::spawn(0, 1);
+        let port = free_port();
+        let (interval, timeout, fall, rise) = (500u64, 300u64, 2u64, 2u64);
+        let _ng = Nginx::start(&http_conf(
+            port,
+            &upstream(
+                "u",
+                &[child.addr()],
+                &format!("check interval={interval} timeout={timeout} fall={fall} rise={rise};"),
+            ),
+        ));
+        wait_rounds(port, "u", &child.addr(), 2);
+
+        // Resume the child whatever happens, so it can be killed and reaped.
+        let pid = child.pid();
+        let _cont = faults_net::OnDrop(move || {
+            let _ = healthcheck_t::process::signal(pid, libc::SIGCONT);
+        });
+        child.signal(libc::SIGSTOP);
+        assert!(
+            try_wait_until(WAIT, || state(pid) == Some('T')),
+            "the child backend did not stop"
+        );
+        // Fill the accept queue: connect until a handshake no longer
+        // completes (a full queue drops the SYN).
+        let target = SocketAddr::from((Ipv4Addr::LOCALHOST, child.port()));
+        let mut held = Vec::new();
+        let full = loop {
+            match TcpStream::connect_timeout(&target, Duration::from_millis(300)) {
+                Ok(s) => held.push(s),
+                Err(_) => break true,
+            }
+            if held.len() > 16 {
+                break false;
+            }
+        };
+        assert!(full, "the accept queue never filled ({} held)", held.len());
+        let filled = Instant::now();
+        eprintln!("accept queue full after {} held connections", held.len());
+
+        let (s, seen) = wait_down(port, "u", &child.addr(), WAIT);
+        let took = faults_net::ms(filled, seen);
+        eprintln!("stopped backend: down {took} ms after the queue was full");
+        assert!(
+            took <= fall * interval + timeout + SLACK_MS,
+            "down after {took} ms, bound {} ms: {s}",
+            fall * interval + timeout
+        );
+        assert_eq!(reason(&s, "u", &child.addr()), "timeout", "{s}");
+
+        child.signal(libc::SIGCONT);
+        let resumed = Instant::now();
+        poll_status_json(port, WAIT, "up after SIGCONT", |s| {
+            s.is_up(Kind::Http, "u", &child.addr())
+        });
+        let took = resumed.elapsed().as_millis() as u64;
+        eprintln!("resumed backend: up {took} ms after SIGCONT");
+        assert!(
+            took <= rise * interval + timeout + SLACK_MS,
+            "up after {took} ms"
+        );
+        drop(held);
+    });
+}
+
+// ---------------------------------------------------------------------------
+// local resource exhaustion
+
+/// `n` peer addresses `127.0.<net>.<k>:<port>`.
+fn addrs(net: u8, n: usize, port: u16) -> Vec<String> {
+    (1..=n).map(|k| format!("127.0.{net}.{k}:{port}")).collect()
+}
+
+/// Two upstreams: `healthy` (on the sink, `fall=1`: a single counted
+/// failure would show) and `holes` (blackholed addresses whose rounds each
+/// hold a connection for the whole `timeout`, using up resources).
+fn exhaustion_upstreams(healthy: &[String], holes: &[String]) -> String {
+    let mut u = upstream(
+        "healthy",
+        healthy,
+        "check interval=1000 timeout=900 fall=1 rise=1;",
+    );
+    u.push_str(&upstream(
+        "holes",
+        holes,
+        "check interval=1000 timeout=900 fall=2 rise=1;",
+    ));
+    u
+}
+
+struct Observation {
+    polls: usize,
+    failed_polls: usize,
+    healthy_down: Vec<String>,
+    /// CPU time of the worker over 5 s (from 2 s to 7 s into the watch).
+    cpu: Option<Duration>,
+    last: Option<Status>,
+}
+
+/// Watch for `secs` seconds: poll the status (through `get`) every 250 ms,
+/// collect healthy peers ever seen down, and measure `worker`'s CPU time
+/// over the middle 5 s.
+fn observe(
+    secs: u64,
+    worker: u32,
+    healthy: &[String],
+    mut get: impl FnMut() -> Result<Status, String>,
+) -> Observation {
+    let start = Instant::now();
+    let mut o = Observation {
+        polls: 0,
+        failed_polls: 0,
+        healthy_down: Vec::new(),
+        cpu: None,
+        last: None,
+    };
+    let mut cpu_start = None;
+    while start.elapsed() < Duration::from_secs(secs) {
+        let t = start.elapsed();
+        if cpu_start.is_none() && t >= Duration::from_secs(2) {
+            cpu_start = Some((Instant::now(), cpu_time(worker)));
+        }
+        if let Some((at, c0)) = cpu_start {
+            if o.cpu.is_none() && at.elapsed() >= Duration::from_secs(5) {
+                o.cpu = Some(cpu_time(worker).saturating_sub(c0));
+            }
+        }
+        o.polls += 1;
+        match get() {
+            Ok(s) => {
+                for n in down_among(&s, "healthy", healthy) {
+                    if !o.healthy_down.contains(&n) {
+                        o.healthy_down.push(n);
+                    }
+                }
+                o.last = Some(s);
+            }
+            Err(_) => o.failed_polls += 1,
+        }
+        thread::sleep(Duration::from_millis(250));
+    }
+    o
+}
+
+/// Replace `events { worker_connections 1024; }` and reload: the harness
+/// writes that preamble, and nothing else can change it.
+fn reload_with_worker_connections(ng: &mut Nginx, n: usize) -> u32 {
+    let text = fs::read_to_string(ng.conf_path()).expect("read nginx.conf");
+    let new = text.replace(
+        "worker_connections 1024;",
+        &format!("worker_connections {n};"),
+    );
+    assert_ne!(text, new, "no worker_connections line to replace");
+    fs::write(ng.conf_path(), new).expect("write nginx.conf");
+    let w = ng.reload();
+    ng.wait_workers_gone(
+        &ng.all_workers()
+            .into_iter()
+            .filter(|p| !w.contains(p))
+            .collect::<Vec<_>>(),
+        WAIT,
+    );
+    w[0]
+}
+
+/// Count and print nginx's own lines and the module's local-error lines.
+fn report_lines(ng: &Nginx, mark: usize, nginx_pattern: &str, secs: u64) -> (usize, usize) {
+    let ours = ng.log_lines_since(mark, LOCAL_ERROR_LINE);
+    let theirs = ng.log_lines_since(mark, nginx_pattern);
+    eprintln!(
+        "{secs} s: {} module local-error lines (max {}/s), {} nginx {nginx_pattern:?} lines \
+         (max {}/s)",
+        ours.len(),
+        max_per_second(&ours),
+        theirs.len(),
+        max_per_second(&theirs)
+    );
+    for l in &ours {
+        eprintln!("  {l}");
+    }
+    (ours.len(), theirs.len())
+}
+
+/// The `worker_connections 16` scenario: 40 checked peers, half of them
+/// blackholed (each of their rounds holds a connection for 900 ms), so
+/// the worker keeps running out of connections; watched for 12 s.
+struct ConnScenario {
+    ng: Nginx,
+    mark: usize,
+    worker: u32,
+    secs: u64,
+    healthy: Vec<String>,
+    o: Observation,
+    _sink: Sink,
+}
+
+fn worker_connections_scenario() -> ConnScenario {
+    let sink = Sink::start();
+    let healthy = addrs(1, 20, sink.port());
+    let holes = addrs(2, 20, sink.port());
+    iptables("-A INPUT -i lo -d 127.0.2.0/24 -j DROP");
+    let port = free_port();
+    let mut ng = Nginx::start(&http_conf(port, &exhaustion_upstreams(&healthy, &holes)));
+    ng.allow_log("worker_connections are not enough");
+    poll_status_json(port, WAIT, "holes down", |s| {
+        down_among(s, "holes", &holes).len() == holes.len()
+    });
+    let mark = ng.log_mark();
+    let worker = reload_with_worker_connections(&mut ng, 16);
+    let secs = 12;
+    let o = observe(secs, worker, &healthy, || status_json(port));
+    ConnScenario {
+        ng,
+        mark,
+        worker,
+        secs,
+        healthy,
+        o,
+        _sink: sink,
+    }
+}
+
+/// No free nginx connection: no crash, no busy loop, at most one module
+/// line per 10 s, and no healthy peer is marked down.
+#[test]
+fn worker_connections_exhausted() {
+    in_netns(|| {
+        let ConnScenario {
+            ng,
+            mark,
+            worker,
+            secs,
+            healthy,
+            o,
+            _sink,
+        } = worker_connections_scenario();
+        let (ours, theirs) = report_lines(&ng, mark, "worker_connections are not enough", secs);
+        eprintln!(
+            "worker CPU over 5 s: {:?}; status polls {} ({} failed)",
+            o.cpu, o.polls, o.failed_polls
+        );
+        assert_eq!(
+            ng.workers(),
+            vec![worker],
+            "the worker crashed or was replaced"
+        );
+        assert!(theirs + ours > 0, "no sign that connections ran out");
+        let cpu = o.cpu.expect("watched for less than 7 s");
+        assert!(cpu < Duration::from_millis(500), "busy loop? {cpu:?}");
+        assert!(
+            ours <= secs as usize / 10 + 1,
+            "{ours} local-error lines in {secs} s: not rate-limited"
+        );
+        assert!(
+            o.healthy_down.is_empty(),
+            "healthy peers marked down by local errors: {:?}",
+            o.healthy_down
+        );
+        let s = o.last.expect("no status page could be read");
+        assert_eq!(sum_field(&s, "healthy", &healthy, "fails_total"), 0, "{s}");
+    });
+}
+
+/// When a round finds no free nginx connection, the module's line must
+/// say so (README: local errors are logged) and must not blame an errno
+/// that is not a local error: ngx_event_connect_peer() fails in
+/// ngx_get_connection() after a successful socket(), so errno is whatever
+/// an earlier call left (EAGAIN, EINPROGRESS), and with errno 0 the module
+/// would log nothing at all (`local_error` returns early on 0).
+#[test]
+#[ignore = "module bug: a round without a free nginx connection is logged with a stale errno \
+            (\"local error 11 (Resource temporarily unavailable)\", \"local error 115 (Operation now \
+            in progress)\") instead of \"no free connection\"; with errno 0 it is not logged at all"]
+fn no_free_connection_is_logged_as_such() {
+    in_netns(|| {
+        let sc = worker_connections_scenario();
+        let lines = sc.ng.log_lines_since(sc.mark, LOCAL_ERROR_LINE);
+        assert!(!lines.is_empty(), "no module line for the local errors");
+        // EMFILE, ENFILE, ENOBUFS, ENOMEM, EADDRNOTAVAIL (SPEC §3).
+        let local = [24, 23, 105, 12, 99];
+        for l in &lines {
+            if let Some(rest) = l.split("local error ").nth(1) {
+                let n: i32 = rest
+                    .split(|c: char| !c.is_ascii_digit())
+                    .next()
+                    .and_then(|d| d.parse().ok())
+                    .unwrap_or(-1);
+                assert!(
+                    local.contains(&n),
+                    "the line blames errno {n}, not a local error: {l}"
+                );
+            }
+        }
+    });
+}
+
+/// `worker_rlimit_nofile` a few descriptors above what the worker holds
+/// idle, and 40 checked peers, half of them blackholed: socket() fails
+/// with EMFILE. Same expectations as above.
+#[test]
+fn worker_rlimit_nofile_exhausted() {
+    in_netns(|| {
+        let sink = Sink::start();
+        let healthy = addrs(1, 20, sink.port());
+        let holes = addrs(2, 20, sink.port());
+        iptables("-A INPUT -i lo -d 127.0.2.0/24 -j DROP");
+        let port = free_port();
+        let body = http_conf(port, &exhaustion_upstreams(&healthy, &holes));
+        let mut ng = Nginx::start(&body);
+        for pattern in [
+            "socket() failed",
+            "accept4() failed",
+            "worker_connections are not enough",
+        ] {
+            ng.allow_log(pattern);
+        }
+        poll_status_json(port, WAIT, "holes down", |s| {
+            down_among(s, "holes", &holes).len() == holes.len()
+        });
+        // Descriptors the worker holds with no round in flight.
+        let w0 = ng.workers()[0];
+        let idle = (0..50)
+            .filter_map(|_| {
+                thread::sleep(Duration::from_millis(20));
+                healthcheck_t::fd_count(w0).ok()
+            })
+            .min()
+            .expect("fd count");
+        let limit = idle + 4;
+        eprintln!("worker holds {idle} descriptors idle; worker_rlimit_nofile {limit}");
+
+        let mark = ng.log_mark();
+        let w = ng.reload_with(&format!("worker_rlimit_nofile {limit};\n{body}"));
+        let old: Vec<u32> = ng
+            .all_workers()
+            .into_iter()
+            .filter(|p| !w.contains(p))
+            .collect();
+        ng.wait_workers_gone(&old, WAIT);
+        let worker = w[0];
+        let secs = 12;
+        let o = observe(secs, worker, &healthy, || status_json(port));
+        let (ours, theirs) = report_lines(&ng, mark, "socket() failed", secs);
+        eprintln!(
+            "worker CPU over 5 s: {:?}; status polls {} ({} failed)",
+            o.cpu, o.polls, o.failed_polls
+        );
+        assert_eq!(
+            ng.workers(),
+            vec![worker],
+            "the worker crashed or was replaced"
+        );
+        assert!(theirs + ours > 0, "no sign that descriptors ran out");
+        let cpu = o.cpu.expect("watched for less than 7 s");
+        assert!(cpu < Duration::from_millis(500), "busy loop? {cpu:?}");
+        assert!(
+            ours <= secs as usize / 10 + 1,
+            "{ours} local-error lines in {secs} s: not rate-limited"
+        );
+        assert!(
+            o.healthy_down.is_empty(),
+            "healthy peers marked down by local errors: {:?}",
+            o.healthy_down
+        );
+        let s = o.last.expect("no status page could be read");
+        assert_eq!(sum_field(&s, "healthy", &healthy, "fails_total"), 0, "{s}");
+    });
+}
+
+/// The namespace's ephemeral port range narrowed to 11 ports, all of them
+/// taken: every connect() fails with EADDRNOTAVAIL. Rounds are neither
+/// success nor failure (counters frozen, every peer stays up), the module
+/// logs it at most once per 10 s, nothing spins; with the ports free again
+/// rounds resume. The status page is read over a unix socket, which needs
+/// no port.
+#[test]
+fn ephemeral_ports_exhausted() {
+    in_netns(|| {
+        let sink = Sink::start();
+        let peers = addrs(1, 20, sink.port());
+        let sock = unix_socket_path("ports");
+        let _rm = {
+            let p = sock.clone();
+            faults_net::OnDrop(move || {
+                let _ = fs::remove_file(&p);
+            })
+        };
+        let ng = Nginx::start(&format!(
+            "http {{
+    access_log off;
+{}
+    server {{
+        listen unix:{};
+        location /status {{ healthcheck_status json; }}
+    }}
+}}",
+            upstream(
+                "healthy",
+                &peers,
+                "check interval=500 timeout=400 fall=1 rise=1;"
+            ),
+            sock.display()
+        ));
+        let get = || unix_status(&sock);
+        let wait_status = |what: &str, pred: &dyn Fn(&Status) -> bool| -> Status {
+            let mut last = None;
+            let ok = try_wait_until(WAIT, || {
+                last = get().ok();
+                last.as_ref().is_some_and(pred)
+            });
+            assert!(ok, "timed out waiting for {what}: {last:?}");
+            last.unwrap()
+        };
+        wait_status("every peer checked", &|s| {
+            sum_field(s, "healthy", &peers, "checks") >= 2 * peers.len() as i64
+        });
+
+        let mark = ng.log_mark();
+        sysctl("net.ipv4.ip_local_port_range", "40000 40010");
+        let taken: Vec<TcpListener> = (40000..=40010u16)
+            .filter_map(|p| TcpListener::bind((Ipv4Addr::LOCALHOST, p)).ok())
+            .collect();
+        let err = TcpStream::connect((Ipv4Addr::new(127, 0, 1, 1), sink.port()))
+            .expect_err("a connect found a free ephemeral port");
+        assert_eq!(err.raw_os_error(), Some(libc::EADDRNOTAVAIL), "{err}");
+        eprintln!("{} ports of 40000-40010 taken here", taken.len());
+
+        // Rounds in flight when the ports ran out end within 400 ms.
+        thread::sleep(Duration::from_millis(500));
+        let before = get().expect("status");
+        let c0 = sum_field(&before, "healthy", &peers, "checks");
+        let worker = ng.workers()[0];
+        let secs = 11;
+        let o = observe(secs, worker, &peers, get);
+        let after = o.last.clone().expect("status");
+        let c1 = sum_field(&after, "healthy", &peers, "checks");
+        let (ours, _) = report_lines(&ng, mark, "connect() failed", secs);
+        eprintln!(
+            "worker CPU over 5 s: {:?}; checks {c0} -> {c1} in {secs} s",
+            o.cpu
+        );
+        assert_eq!(
+            ng.workers(),
+            vec![worker],
+            "the worker crashed or was replaced"
+        );
+        let cpu = o.cpu.expect("watched for less than 7 s");
+        assert!(cpu < Duration::from_millis(500), "busy loop? {cpu:?}");
+        assert_eq!(c1, c0, "rounds without a port were counted: {after}");
+        assert!(o.healthy_down.is_empty(), "{:?}", o.healthy_down);
+        assert_eq!(sum_field(&after, "healthy", &peers, "fails_total"), 0);
+        assert!(ours >= 1, "EADDRNOTAVAIL was never logged");
+        assert!(
+            ours <= (secs as usize + 1) / 10 + 1,
+            "{ours} local-error lines: not rate-limited"
+        );
+        assert!(
+            ng.log_lines_since(mark, LOCAL_ERROR_LINE)
+                .iter()
+                .all(|l| l.contains("local error 99")),
+            "{:?}",
+            ng.log_lines_since(mark, LOCAL_ERROR_LINE)
+        );
+
+        drop(taken);
+        wait_status("rounds resume", &|s| {
+            sum_field(s, "healthy", &peers, "checks") >= c1 + peers.len() as i64
+        });
+    });
+}
+
+// ---------------------------------------------------------------------------
+// saturated workers (HC_T_SLOW=1)
+
+/// 1000 peers checked every second (fall=1: a single failed round would
+/// flip a peer) while wrk keeps both workers at full CPU for 60 s: no
+/// round may fail, no peer may go down.
+#[test]
+fn saturated_workers_no_false_down_1000_peers() {
+    if std::env::var("HC_T_SLOW").as_deref() != Ok("1") {
+        eprintln!("skipped: set HC_T_SLOW=1 (takes about 75 s)");
+        return;
+    }
+    assert!(
+        Command::new("wrk").arg("--version").output().is_ok(),
+        "wrk is needed (apt-get install wrk)"
+    );
+    let secs: u64 = std::env::var("HC_T_SLOW_SECS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(60);
+    in_netns(move || {
+        let sink = Sink::start();
+        let peers: Vec<String> = (0..1000)
+            .map(|k| format!("127.1.{}.{}:{}", k / 250, k % 250 + 1, sink.port()))
+            .collect();
+        let port = free_port();
+        // One worker per CPU that wrk leaves free: wrk takes the rest.
+        let cpus = thread::available_parallelism().map_or(2, |n| n.get());
+        let workers = (cpus / 2).max(1);
+        let ng = Nginx::builder().workers(workers).start(&format!(
+            "http {{
+    access_log off;
+{}
+    server {{
+        listen 127.0.0.1:{port} backlog=4096;
+        keepalive_requests 1000000;
+        location / {{ return 200 \"ok\\n\"; }}
+        location /status {{ healthcheck_status json; }}
+    }}
+}}",
+            upstream(
+                "healthy",
+                &peers,
+                "check interval=1000 timeout=500 fall=1 rise=1;"
+            )
+        ));
+        poll_status_json(port, WAIT, "every peer checked", |s| {
+            sum_field(s, "healthy", &peers, "checks") >= peers.len() as i64
+        });
+        let mark = ng.log_mark();
+        let before = status_json(port).expect("status");
+        let w = ng.workers();
+        let cpu0: Vec<Duration> = w.iter().map(|&p| cpu_time(p)).collect();
+        let started = Instant::now();
+        let out = Command::new("wrk")
+            .args([
+                "-t",
+                &(cpus - workers).max(1).to_string(),
+                "-c",
+                "200",
+                "-d",
+                &format!("{secs}s"),
+                &format!("http://127.0.0.1:{port}/"),
+            ])
+            .stdin(Stdio::null())
+            .output()
+            .expect("run wrk");
+        let wall = started.elapsed();
+        let cpu: Vec<f64> = w
+            .iter()
+            .zip(&cpu0)
+            .map(|(&p, &c)| (cpu_time(p) - c).as_secs_f64() / wall.as_secs_f64() * 100.0)
+            .collect();
+        let after = status_json(port).expect("status");
+        let wrk = String::from_utf8_lossy(&out.stdout);
+        let rps = wrk
+            .lines()
+            .find(|l| l.starts_with("Requests/sec"))
+            .unwrap_or("?");
+        let rounds = sum_field(&after, "healthy", &peers, "checks")
+            - sum_field(&before, "healthy", &peers, "checks");
+        let fails = sum_field(&after, "healthy", &peers, "fails_total")
+            - sum_field(&before, "healthy", &peers, "fails_total");
+        let downs = ng.log_lines_since(mark, "is down after");
+        eprintln!(
+            "{secs} s under wrk ({rps}); worker CPU {cpu:.0?} %; {rounds} rounds, \
+             {fails} failed, {} down transitions",
+            downs.len()
+        );
+        if cpu.iter().any(|&c| c < 90.0) {
+            eprintln!(
+                "note: workers below 90 % CPU ({cpu:.0?} %): the machine is shared or wrk is \
+                 short of CPU; the run is still a load test, not a saturated one"
+            );
+        }
+        assert!(out.status.success(), "wrk failed: {wrk}");
+        assert!(
+            rounds >= (peers.len() as i64) * (secs as i64) * 8 / 10,
+            "only {rounds} rounds in {secs} s for 1000 peers at 1 s"
+        );
+        assert_eq!(fails, 0, "failed rounds under load: {}", downs.join("\n"));
+        assert!(
+            downs.is_empty(),
+            "false down transitions:\n{}",
+            downs.join("\n")
+        );
+        assert_eq!(after.down(), Some(0), "{after}");
+    });
+}
+
+// ---------------------------------------------------------------------------
+// benchmark engine
+
+/// The detection-latency benchmark; run it with `scripts/bench-detection`.
+#[test]
+#[ignore = "benchmark (minutes): run scripts/bench-detection"]
+fn bench_detection() {
+    in_netns(faults_net::bench::run);
+}
