@@ -45,8 +45,8 @@ use ngx::ffi::{
 };
 
 use ngx::ffi::{
-    __socket_type_SOCK_DGRAM as SOCK_DGRAM, send, IPPROTO_TCP, SO_KEEPALIVE, TCP_KEEPCNT,
-    TCP_KEEPIDLE, TCP_KEEPINTVL,
+    __socket_type_SOCK_DGRAM as SOCK_DGRAM, ngx_set_socket_errno, send, IPPROTO_TCP, NGX_ERROR,
+    SO_KEEPALIVE, TCP_KEEPCNT, TCP_KEEPIDLE, TCP_KEEPINTVL,
 };
 
 use crate::shm::{Slot, Zone};
@@ -95,6 +95,15 @@ fn is_local_error(err: c_int) -> bool {
     )
 }
 
+/// A resource this host ran out of.
+#[derive(Clone, Copy)]
+enum Local {
+    /// `socket()`/`connect()` failed with this errno.
+    Errno(c_int),
+    /// nginx had no free connection (`worker_connections`).
+    NoConnection,
+}
+
 /// The end of a round.
 enum Outcome {
     Up {
@@ -102,7 +111,7 @@ enum Outcome {
     },
     Down(Reason),
     /// A local resource problem; counters stay as they are.
-    Local(c_int),
+    Local(Local),
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -411,10 +420,19 @@ fn connect(p: &mut Probe, type_: c_int) -> Option<ngx_int_t> {
     p.pc.type_ = type_;
     p.pc.set_log_error(ngx_connection_log_error_e_NGX_ERROR_ERR);
 
-    // SAFETY: a fully initialised peer connection.
-    let rc = unsafe { ngx_event_connect_peer(&mut p.pc) };
-    let err = ngx_socket_errno();
     let udp = type_ == SOCK_DGRAM as c_int;
+    // SAFETY: the running cycle.
+    let free = unsafe { (*ptr::addr_of!(ngx::ffi::ngx_cycle)).as_ref() }
+        .map_or(1, |c| c.free_connection_n);
+    let (rc, err) = if free == 0 {
+        // ngx_get_connection would fail (and log an alert every time).
+        (NGX_ERROR as ngx_int_t, 0)
+    } else {
+        ngx_set_socket_errno(0);
+        // SAFETY: a fully initialised peer connection.
+        let rc = unsafe { ngx_event_connect_peer(&mut p.pc) };
+        (rc, ngx_socket_errno())
+    };
     if rc != NGX_OK as ngx_int_t && rc != NGX_AGAIN as ngx_int_t {
         // nginx already closed the socket, if it made one.
         p.pc.connection = ptr::null_mut();
@@ -423,9 +441,16 @@ fn connect(p: &mut Probe, type_: c_int) -> Option<ngx_int_t> {
             Outcome::Up {
                 delay_ms: p.start.elapsed().as_millis() as u64,
             }
-        } else if rc != NGX_DECLINED as ngx_int_t || is_local_error(err) {
-            // socket(), no free connection, EADDRNOTAVAIL, ...
-            Outcome::Local(err)
+        } else if rc != NGX_DECLINED as ngx_int_t {
+            // socket() failed (errno set) or no free connection (errno
+            // untouched: reset above).
+            Outcome::Local(if err == 0 {
+                Local::NoConnection
+            } else {
+                Local::Errno(err)
+            })
+        } else if is_local_error(err) {
+            Outcome::Local(Local::Errno(err))
         } else {
             Outcome::Down(Reason::from_errno(err))
         };
@@ -766,10 +791,7 @@ fn log_flip(p: &Probe, t: Transition, h: &Health, reason: Option<Reason>) {
 static LAST_LOCAL_LOG: AtomicU64 = AtomicU64::new(0);
 static SUPPRESSED: AtomicU64 = AtomicU64::new(0);
 
-fn local_error(p: &Probe, err: c_int) {
-    if err == 0 {
-        return;
-    }
+fn local_error(p: &Probe, cause: Local) {
     let now = now_msec();
     let last = LAST_LOCAL_LOG.load(Ordering::Relaxed);
     if last != 0 && now.saturating_sub(last) < 10_000 {
@@ -778,16 +800,27 @@ fn local_error(p: &Probe, err: c_int) {
     }
     LAST_LOCAL_LOG.store(now.max(1), Ordering::Relaxed);
     let skipped = SUPPRESSED.swap(0, Ordering::Relaxed);
+    let why = match cause {
+        Local::Errno(err) => format!(
+            "local error {} ({})",
+            err,
+            std::io::Error::from_raw_os_error(err)
+        ),
+        Local::NoConnection => String::from(
+            "local error: no free nginx connection (worker_connections are not enough)",
+        ),
+    };
     // SAFETY: names live in the cycle pool.
     let name = unsafe { crate::ffi::str_bytes(&p.name) };
-    ngx::ngx_log_error!(
+    crate::ffi::log(
         NGX_LOG_WARN,
         p.log,
-        "health check of peer {} not run: local error {} ({}); counters unchanged ({} similar messages suppressed)",
-        String::from_utf8_lossy(name),
-        err,
-        std::io::Error::from_raw_os_error(err),
-        skipped
+        format_args!(
+            "health check of peer {} not run: {}; counters unchanged ({} similar messages suppressed)",
+            String::from_utf8_lossy(name),
+            why,
+            skipped
+        ),
     );
 }
 

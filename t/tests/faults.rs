@@ -648,9 +648,6 @@ fn worker_connections_exhausted() {
 /// an earlier call left (EAGAIN, EINPROGRESS), and with errno 0 the module
 /// would log nothing at all (`local_error` returns early on 0).
 #[test]
-#[ignore = "module bug: a round without a free nginx connection is logged with a stale errno \
-            (\"local error 11 (Resource temporarily unavailable)\", \"local error 115 (Operation now \
-            in progress)\") instead of \"no free connection\"; with errno 0 it is not logged at all"]
 fn no_free_connection_is_logged_as_such() {
     in_netns(|| {
         let sc = worker_connections_scenario();
