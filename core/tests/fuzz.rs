@@ -2586,6 +2586,34 @@ proptest! {
     }
 
     #[test]
+    fn schedule_stays_on_its_grid(due0 in now_ms(), interval in interval_ms(),
+                                  rounds in vec((0u64..=100, 0u64..=100, prop::bool::weighted(0.1)), 1..40)) {
+        // Rounds that start late (by less than an interval: a busy event
+        // loop) and finish within their interval stay on the fixed-rate
+        // grid due0 + k * interval; a round taken over a whole interval or
+        // more late restarts the grid from its start; one that overran is
+        // followed right after its commit. Never due before the commit.
+        let mut due = due0;
+        let mut grid = due0;
+        for &(late_pct, took_pct, takeover) in &rounds {
+            let late = if takeover {
+                interval + interval * late_pct / 100
+            } else {
+                (interval - 1) * late_pct / 100
+            };
+            let start = due + late;
+            let took = interval * took_pct / 100;
+            let committed = start + took;
+            let next = schedule::next_due(due, start, committed, interval);
+            prop_assert!(next >= committed, "due {} before the commit {}", next, committed);
+            let base = if takeover { start } else { grid };
+            prop_assert_eq!(next, (base + interval).max(committed));
+            grid = if next == base + interval { base + interval } else { next };
+            due = next;
+        }
+    }
+
+    #[test]
     fn lease_contracts(worker in 0u32..1024, other in 0u32..1024, now in 0u64..1 << 47,
                        interval in interval_ms(), timeout_frac in 0.0f64..1.0, dt in 0u64..200_000_000) {
         // A valid check: 1 <= timeout < interval.
