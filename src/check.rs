@@ -226,6 +226,7 @@ impl Prober {
         };
         let mut probes = Vec::with_capacity(ctx.targets.len());
         for t in &ctx.targets {
+            let owner = schedule::owner(t.index, workers) == worker;
             let mut p = Box::new(Probe {
                 ident: [0, 0, 0, usize::MAX],
                 // SAFETY: all-zero is nginx's initial state for these structs.
@@ -239,12 +240,12 @@ impl Prober {
                 index: t.index,
                 check: t.check.clone(),
                 zone,
-                owner: schedule::owner(t.index, workers) == worker,
+                owner,
                 worker,
                 log,
                 conn_log,
                 phase: Phase::Idle,
-                keep: t.check.keeps_connection() && schedule::owner(t.index, workers) == worker,
+                keep: t.check.keeps_connection() && owner,
                 max_rounds: (t.check.reuse == Reuse::On).then_some(t.keepalive_requests),
                 kept: None,
                 due: 0,

@@ -67,6 +67,7 @@ fn emerg(cf: *mut ngx_conf_t, msg: &str) -> *mut c_char {
 unsafe fn directive<T>(
     cf: *mut ngx_conf_t,
     conf: *mut c_void,
+    is_set: impl FnOnce(&T) -> bool,
     f: impl FnOnce(&ngx_conf_t, &mut T, &[&[u8]]) -> Result<(), String>,
 ) -> *mut c_char {
     // SAFETY: nginx passes the configuration being parsed.
@@ -75,6 +76,9 @@ unsafe fn directive<T>(
     let Some(conf) = (unsafe { conf.cast::<T>().as_mut() }) else {
         return NGX_CONF_ERROR;
     };
+    if is_set(conf) {
+        return DUPLICATE;
+    }
     // SAFETY: called from a directive handler.
     let args = unsafe { conf_args(cfr) };
     let rest = args.get(1..).unwrap_or_default();
@@ -99,18 +103,19 @@ pub unsafe extern "C" fn ngx_upstream_check(
     _cmd: *mut ngx_command_t,
     conf: *mut c_void,
 ) -> *mut c_char {
-    // SAFETY: conf points to our UpsConf (NGX_*_SRV_CONF_OFFSET).
-    if unsafe { conf.cast::<UpsConf>().as_ref() }.is_some_and(|c| c.check.is_some()) {
-        return DUPLICATE;
-    }
     // SAFETY: nginx's directive contract.
     unsafe {
-        directive::<UpsConf>(cf, conf, |cf, c, args| {
-            c.check = Some(cc::parse_check(args).map_err(|e| e.to_string())?);
-            // SAFETY: inside a directive handler.
-            c.check_loc = ConfLoc::here(cf);
-            Ok(())
-        })
+        directive::<UpsConf>(
+            cf,
+            conf,
+            |c| c.check.is_some(),
+            |cf, c, args| {
+                c.check = Some(cc::parse_check(args).map_err(|e| e.to_string())?);
+                // SAFETY: inside a directive handler.
+                c.check_loc = ConfLoc::here(cf);
+                Ok(())
+            },
+        )
     }
 }
 
@@ -120,19 +125,20 @@ pub unsafe extern "C" fn ngx_upstream_check_keepalive_requests(
     _cmd: *mut ngx_command_t,
     conf: *mut c_void,
 ) -> *mut c_char {
-    // SAFETY: conf points to our UpsConf.
-    if unsafe { conf.cast::<UpsConf>().as_ref() }.is_some_and(|c| c.keepalive_requests.is_some()) {
-        return DUPLICATE;
-    }
     // SAFETY: nginx's directive contract.
     unsafe {
-        directive::<UpsConf>(cf, conf, |cf, c, args| {
-            let v = args.first().copied().unwrap_or_default();
-            c.keepalive_requests =
-                Some(cc::parse_keepalive_requests(v).map_err(|e| e.to_string())?);
-            c.keepalive_requests_loc = ConfLoc::here(cf);
-            Ok(())
-        })
+        directive::<UpsConf>(
+            cf,
+            conf,
+            |c| c.keepalive_requests.is_some(),
+            |cf, c, args| {
+                let v = args.first().copied().unwrap_or_default();
+                c.keepalive_requests =
+                    Some(cc::parse_keepalive_requests(v).map_err(|e| e.to_string())?);
+                c.keepalive_requests_loc = ConfLoc::here(cf);
+                Ok(())
+            },
+        )
     }
 }
 
@@ -142,18 +148,19 @@ pub unsafe extern "C" fn ngx_upstream_check_shm_size(
     _cmd: *mut ngx_command_t,
     conf: *mut c_void,
 ) -> *mut c_char {
-    // SAFETY: conf points to our MainConf (NGX_*_MAIN_CONF_OFFSET).
-    if unsafe { conf.cast::<MainConf>().as_ref() }.is_some_and(|c| c.shm_size.is_some()) {
-        return DUPLICATE;
-    }
     // SAFETY: nginx's directive contract.
     unsafe {
-        directive::<MainConf>(cf, conf, |cf, c, args| {
-            let v = args.first().copied().unwrap_or_default();
-            c.shm_size = Some(cc::parse_shm_size(v).map_err(|e| e.to_string())?);
-            c.shm_size_loc = ConfLoc::here(cf);
-            Ok(())
-        })
+        directive::<MainConf>(
+            cf,
+            conf,
+            |c| c.shm_size.is_some(),
+            |cf, c, args| {
+                let v = args.first().copied().unwrap_or_default();
+                c.shm_size = Some(cc::parse_shm_size(v).map_err(|e| e.to_string())?);
+                c.shm_size_loc = ConfLoc::here(cf);
+                Ok(())
+            },
+        )
     }
 }
 
@@ -163,16 +170,17 @@ pub unsafe extern "C" fn ngx_upstream_vnswrr(
     _cmd: *mut ngx_command_t,
     conf: *mut c_void,
 ) -> *mut c_char {
-    // SAFETY: conf points to our UpsConf.
-    if unsafe { conf.cast::<UpsConf>().as_ref() }.is_some_and(|c| c.vnswrr.is_some()) {
-        return DUPLICATE;
-    }
     // SAFETY: nginx's directive contract.
     let rv = unsafe {
-        directive::<UpsConf>(cf, conf, |_, c, args| {
-            c.vnswrr = Some(cc::parse_vnswrr(args).map_err(|e| e.to_string())?);
-            Ok(())
-        })
+        directive::<UpsConf>(
+            cf,
+            conf,
+            |c| c.vnswrr.is_some(),
+            |_, c, args| {
+                c.vnswrr = Some(cc::parse_vnswrr(args).map_err(|e| e.to_string())?);
+                Ok(())
+            },
+        )
     };
     if rv != NGX_CONF_OK {
         return rv;
@@ -186,16 +194,17 @@ pub unsafe extern "C" fn ngx_upstream_vnswrr(
 /// # Safety
 /// nginx's directive contract; `conf` points to our `LocConf`.
 pub unsafe fn set_status(cf: *mut ngx_conf_t, conf: *mut c_void) -> *mut c_char {
-    // SAFETY: conf points to our LocConf.
-    if unsafe { conf.cast::<LocConf>().as_ref() }.is_some_and(|c| c.status.is_some()) {
-        return DUPLICATE;
-    }
     // SAFETY: nginx's directive contract.
     unsafe {
-        directive::<LocConf>(cf, conf, |_, c, args| {
-            c.status = Some(cc::parse_status_directive(args).map_err(|e| e.to_string())?);
-            Ok(())
-        })
+        directive::<LocConf>(
+            cf,
+            conf,
+            |c| c.status.is_some(),
+            |_, c, args| {
+                c.status = Some(cc::parse_status_directive(args).map_err(|e| e.to_string())?);
+                Ok(())
+            },
+        )
     }
 }
 
