@@ -3,22 +3,28 @@
 //! and send it. No lock is taken: each slot is read under its sequence
 //! counter.
 
+use core::ffi::c_void;
 use core::ptr;
 use core::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 
 use healthcheck_core::conf::StatusFormat;
-use healthcheck_core::status::{self as st, Format, Group, Meta, PeerRow, DURATION_SLOTS};
+use healthcheck_core::status::{
+    self as st, Counts, Format, Group, Meta, PeerRow, Query, Renderer, DURATION_SLOTS,
+};
 use ngx::ffi::{
-    ngx_chain_t, ngx_create_temp_buf, ngx_http_discard_request_body, ngx_http_output_filter,
-    ngx_http_request_t, ngx_http_send_header, ngx_int_t, ngx_list_push, ngx_str_t, ngx_table_elt_t,
-    ngx_time, NGX_DECLINED, NGX_ERROR, NGX_HTTP_GET, NGX_HTTP_HEAD, NGX_HTTP_INTERNAL_SERVER_ERROR,
-    NGX_OK,
+    ngx_add_timer, ngx_buf_t, ngx_chain_t, ngx_cycle_t, ngx_del_timer, ngx_delete_posted_event,
+    ngx_event_t, ngx_http_cleanup_add, ngx_http_cleanup_t, ngx_http_discard_request_body,
+    ngx_http_finalize_request, ngx_http_output_filter, ngx_http_request_t,
+    ngx_http_run_posted_requests, ngx_http_send_header, ngx_int_t, ngx_list_push, ngx_msec_t,
+    ngx_pcalloc, ngx_pool_cleanup_add, ngx_post_event, ngx_posted_next_events, ngx_str_t,
+    ngx_table_elt_t, ngx_time, NGX_DECLINED, NGX_DONE, NGX_ERROR, NGX_HTTP_GET, NGX_HTTP_HEAD,
+    NGX_HTTP_INTERNAL_SERVER_ERROR, NGX_LOG_ALERT, NGX_LOG_DEBUG, NGX_OK,
 };
 
 use crate::ffi::{guard, str_bytes};
 use crate::shm::{Slot, REASON_NAMES};
-use crate::upstream::Proto;
-use crate::worker::{Context, WORKER};
+use crate::worker::WORKER;
 
 fn format_of(f: StatusFormat) -> Format {
     match f {
@@ -95,44 +101,34 @@ fn delay(v: u32) -> i64 {
     }
 }
 
-struct Owned {
+/// One peer as copied out: its slot and everything the page prints. Names
+/// are copied too (into [`Job::names`]), so a page in progress never points
+/// into a configuration that an in-place reload may free.
+struct Row {
+    group: Group,
+    index: u32,
+    upstream: (u32, u32),
+    name: (u32, u32),
+    check_type: &'static str,
+    port: u16,
     snap: Snapshot,
     reasons: [(&'static str, u64); REASON_NAMES.len()],
 }
 
-fn collect(ctx: &Context) -> Vec<Owned> {
-    ctx.targets
-        .iter()
-        .map(|t| {
-            let snap = ctx
-                .zone
-                .as_ref()
-                .and_then(|z| z.slot(t.index as usize))
-                .map(snapshot)
-                .unwrap_or_default();
-            let reasons = core::array::from_fn(|i| (REASON_NAMES[i], snap.failures[i]));
-            Owned { snap, reasons }
-        })
-        .collect()
-}
-
-fn rows<'a>(proto: Proto, ctx: &'a Context, owned: &'a [Owned], out: &mut Vec<PeerRow<'a>>) {
-    let group = match proto {
-        Proto::Http => Group::Http,
-        Proto::Stream => Group::Stream,
-    };
-    for (t, o) in ctx.targets.iter().zip(owned) {
-        let s = &o.snap;
-        out.push(PeerRow {
-            group,
-            index: t.index,
-            upstream: t.upstream_bytes(),
-            name: t.peer.name_bytes(),
+impl Row {
+    fn peer<'a>(&'a self, names: &'a [u8]) -> PeerRow<'a> {
+        let s = &self.snap;
+        let text = |(start, end): (u32, u32)| &names[start as usize..end as usize];
+        PeerRow {
+            group: self.group,
+            index: self.index,
+            upstream: text(self.upstream),
+            name: text(self.name),
             up: s.up,
             rise: s.rise,
             fall: s.fall,
-            check_type: t.check.check_type.as_str(),
-            port: t.check.port,
+            check_type: self.check_type,
+            port: self.port,
             last_delay_ms: delay(s.last_delay),
             avg_delay_ms: s
                 .delay_sum
@@ -142,7 +138,7 @@ fn rows<'a>(proto: Proto, ctx: &'a Context, owned: &'a [Owned], out: &mut Vec<Pe
             max_delay_ms: delay(s.max_delay),
             checks: s.checks,
             fails_total: s.fails_total,
-            failures_by_reason: &o.reasons,
+            failures_by_reason: &self.reasons,
             last_failure_reason: (s.last_reason as usize)
                 .checked_sub(1)
                 .and_then(|i| REASON_NAMES.get(i).copied()),
@@ -151,7 +147,7 @@ fn rows<'a>(proto: Proto, ctx: &'a Context, owned: &'a [Owned], out: &mut Vec<Pe
             duration_buckets: &s.buckets,
             duration_sum_ms: s.duration_sum,
             duration_count: s.buckets.iter().sum(),
-        });
+        }
     }
 }
 
@@ -165,42 +161,195 @@ fn unix_ms() -> u64 {
     }
 }
 
-/// Render the page for `query` into a body.
-fn render(default: StatusFormat, args: &[u8]) -> Result<(Format, Vec<u8>), String> {
-    crate::refresh_if_reloaded();
-    let query = st::parse_query(args)?;
-    let format = query.format.unwrap_or(format_of(default));
-    let mut body = Vec::new();
-    let Some(w) = WORKER.get() else {
-        st::render_with(
+/// Work done per event-loop turn before yielding to other events: a
+/// 10 000-peer page takes ~20 turns, and a proxied request waits at most
+/// about this long behind it.
+const STEP_BUDGET: Duration = Duration::from_micros(250);
+
+/// Rows handled between two looks at the clock.
+const BATCH: usize = 32;
+
+/// Where a page in progress is.
+#[derive(Clone, Copy)]
+enum Phase {
+    /// Copying slots: context (0 http, 1 stream), next target.
+    Copy(usize, usize),
+    /// Rendering: pass, next row.
+    Render(usize, usize),
+    Done,
+}
+
+/// A page being built over several event-loop turns.
+struct Job {
+    format: Format,
+    query: Query,
+    /// The cycle the copied rows belong to (an in-place reload restarts).
+    cycle: *const ngx_cycle_t,
+    phase: Phase,
+    rows: Vec<Row>,
+    names: Vec<u8>,
+    page: Option<Renderer>,
+    body: Vec<u8>,
+}
+
+impl Job {
+    fn new(format: Format, query: Query) -> Job {
+        Job {
             format,
-            &query,
-            &Meta {
-                generation: 0,
-                now_ms: unix_ms(),
-            },
-            &[],
-            &mut body,
-        );
-        return Ok((format, body));
-    };
-    let http = collect(&w.http);
-    let stream = collect(&w.stream);
-    let mut all = Vec::with_capacity(http.len() + stream.len());
-    rows(Proto::Http, &w.http, &http, &mut all);
-    rows(Proto::Stream, &w.stream, &stream, &mut all);
-    let generation = [w.http.zone, w.stream.zone]
-        .iter()
-        .flatten()
-        .map(|z| z.header().generation.load(Ordering::Acquire))
-        .max()
-        .unwrap_or(0);
-    let meta = Meta {
-        generation,
-        now_ms: unix_ms(),
-    };
-    st::render_with(format, &query, &meta, &all, &mut body);
-    Ok((format, body))
+            query,
+            cycle: ptr::null(),
+            phase: Phase::Copy(0, 0),
+            rows: Vec::new(),
+            names: Vec::new(),
+            page: None,
+            body: Vec::new(),
+        }
+    }
+
+    /// Work for about [`STEP_BUDGET`]; true once the body is complete.
+    fn step(&mut self) -> bool {
+        let start = Instant::now();
+        loop {
+            match self.phase {
+                Phase::Copy(ctx, pos) => self.copy(ctx, pos),
+                Phase::Render(pass, pos) => self.render(pass, pos),
+                Phase::Done => return true,
+            }
+            if matches!(self.phase, Phase::Done) {
+                return true;
+            }
+            if start.elapsed() >= STEP_BUDGET {
+                return false;
+            }
+        }
+    }
+
+    /// Copy up to [`BATCH`] slots of context `ctx` from target `pos`.
+    fn copy(&mut self, ctx: usize, pos: usize) {
+        crate::refresh_if_reloaded();
+        // SAFETY: nginx's current cycle.
+        let cycle = unsafe { *ptr::addr_of!(ngx::ffi::ngx_cycle) }.cast_const();
+        if !ptr::eq(cycle, self.cycle) {
+            // First step, or reloaded in place (single process) meanwhile.
+            self.cycle = cycle;
+            self.rows.clear();
+            self.names.clear();
+            if (ctx, pos) != (0, 0) {
+                self.phase = Phase::Copy(0, 0);
+                return;
+            }
+        }
+        let Some(w) = WORKER.get() else {
+            self.start_render(0);
+            return;
+        };
+        let (context, group) = match ctx {
+            0 => (&w.http, Group::Http),
+            _ => (&w.stream, Group::Stream),
+        };
+        let end = (pos + BATCH).min(context.targets.len());
+        for t in context.targets.get(pos..end).unwrap_or_default() {
+            let snap = context
+                .zone
+                .as_ref()
+                .and_then(|z| z.slot(t.index as usize))
+                .map(snapshot)
+                .unwrap_or_default();
+            let upstream = self.name(t.upstream_bytes());
+            let name = self.name(t.peer.name_bytes());
+            let reasons = core::array::from_fn(|i| (REASON_NAMES[i], snap.failures[i]));
+            self.rows.push(Row {
+                group,
+                index: t.index,
+                upstream,
+                name,
+                check_type: t.check.check_type.as_str(),
+                port: t.check.port,
+                snap,
+                reasons,
+            });
+        }
+        self.phase = if end < context.targets.len() {
+            Phase::Copy(ctx, end)
+        } else if ctx == 0 {
+            Phase::Copy(1, 0)
+        } else {
+            let generation = [w.http.zone, w.stream.zone]
+                .iter()
+                .flatten()
+                .map(|z| z.header().generation.load(Ordering::Acquire))
+                .max()
+                .unwrap_or(0);
+            self.start_render(generation);
+            return;
+        };
+    }
+
+    fn name(&mut self, bytes: &[u8]) -> (u32, u32) {
+        let start = self.names.len() as u32;
+        self.names.extend_from_slice(bytes);
+        (start, self.names.len() as u32)
+    }
+
+    /// Every slot is copied: write the head.
+    fn start_render(&mut self, generation: u64) {
+        let meta = Meta {
+            generation,
+            now_ms: unix_ms(),
+        };
+        let mut counts = Counts::default();
+        for r in self
+            .rows
+            .iter()
+            .filter(|r| self.query.filter.map_or(true, |f| f.keeps(r.snap.up)))
+        {
+            let g = match r.group {
+                Group::Http => &mut counts.http,
+                Group::Stream => &mut counts.stream,
+            };
+            g.total += 1;
+            if r.snap.up {
+                g.up += 1;
+            } else {
+                g.down += 1;
+            }
+        }
+        let printed = counts.total() as usize;
+        self.body
+            .reserve(st::size_hint(self.format, printed, self.names.len()));
+        self.page = Some(Renderer::new(
+            self.format,
+            &self.query,
+            &meta,
+            counts,
+            &mut self.body,
+        ));
+        self.phase = Phase::Render(0, 0);
+    }
+
+    /// Render up to [`BATCH`] rows of pass `pass` from row `pos`.
+    fn render(&mut self, pass: usize, pos: usize) {
+        let Some(page) = self.page.as_mut() else {
+            self.phase = Phase::Done;
+            return;
+        };
+        let end = (pos + BATCH).min(self.rows.len());
+        let batch: Vec<PeerRow> = self.rows[pos..end]
+            .iter()
+            .map(|r| r.peer(&self.names))
+            .collect();
+        page.rows(pass, &batch, &mut self.body);
+        self.phase = if end < self.rows.len() {
+            Phase::Render(pass, end)
+        } else if pass + 1 < page.passes() {
+            Phase::Render(pass + 1, 0)
+        } else {
+            if let Some(page) = self.page.take() {
+                page.finish(&mut self.body);
+            }
+            Phase::Done
+        };
+    }
 }
 
 /// Add an output header.
@@ -228,15 +377,17 @@ unsafe fn add_header(r: &mut ngx_http_request_t, key: &'static str, value: &'sta
     true
 }
 
-/// Send a complete response.
+/// Send a complete response whose body is `body` (moved into the request
+/// pool: not copied) and return what nginx's output filter returned.
 ///
 /// # Safety
-/// `r` is a live request in a content phase handler.
+/// `r` is a live request in a content phase handler (or resumed by our
+/// own event).
 unsafe fn send(
     r: &mut ngx_http_request_t,
     status: usize,
     content_type: &'static str,
-    body: &[u8],
+    body: Vec<u8>,
 ) -> ngx_int_t {
     r.headers_out.status = status;
     r.headers_out.content_type = ngx_str_t {
@@ -265,26 +416,67 @@ unsafe fn send(
     if rc == NGX_ERROR as ngx_int_t || rc > NGX_OK as ngx_int_t || r.header_only() != 0 {
         return rc;
     }
-    // SAFETY: the request pool outlives the response.
-    let b = unsafe { ngx_create_temp_buf(r.pool, body.len()) };
-    // SAFETY: NULL or a buffer of `body.len()` bytes.
-    let Some(buf) = (unsafe { b.as_mut() }) else {
+    // The body lives until the request pool goes: the write filter may
+    // hold the buffer past this call.
+    // SAFETY: the request pool is live.
+    let cln = unsafe { ngx_pool_cleanup_add(r.pool, 0) };
+    // SAFETY: NULL or a fresh cleanup record; a zeroed buffer from the pool.
+    let (Some(cln), Some(buf)) = (unsafe { cln.as_mut() }, unsafe {
+        ngx_pcalloc(r.pool, core::mem::size_of::<ngx_buf_t>())
+            .cast::<ngx_buf_t>()
+            .as_mut()
+    }) else {
         return NGX_ERROR as ngx_int_t;
     };
-    // SAFETY: `buf.pos` has room for the body.
-    unsafe {
-        ptr::copy_nonoverlapping(body.as_ptr(), buf.pos, body.len());
-        buf.last = buf.pos.add(body.len());
-    }
+    let body = Box::into_raw(Box::new(body));
+    cln.data = body.cast();
+    cln.handler = Some(drop_body);
+    // SAFETY: `body` is ours until the pool's cleanup drops it.
+    let bytes = unsafe { (*body).as_mut_ptr() };
+    let len = unsafe { (*body).len() };
+    buf.pos = bytes;
+    buf.start = bytes;
+    // SAFETY: within the body.
+    buf.last = unsafe { bytes.add(len) };
+    buf.end = buf.last;
+    buf.set_memory(1);
     buf.set_last_buf(u32::from(ptr::eq(r.main, r)));
     buf.set_last_in_chain(1);
     let mut out = ngx_chain_t {
-        buf: b,
+        buf,
         next: ptr::null_mut(),
     };
-    // SAFETY: live request, chain on our stack is consumed synchronously.
+    // SAFETY: live request; the chain link on our stack is copied by the
+    // filters before they return.
     unsafe { ngx_http_output_filter(r, &mut out) }
 }
+
+/// Pool cleanup: free a body handed to [`send`].
+unsafe extern "C" fn drop_body(data: *mut c_void) {
+    if !data.is_null() {
+        // SAFETY: made by `Box::into_raw` in `send`, dropped once.
+        drop(unsafe { Box::from_raw(data.cast::<Vec<u8>>()) });
+    }
+}
+
+/// A page in progress, tied to its request: the posted `step` event
+/// resumes it on the next event-loop turn, the `guard` timer keeps a
+/// gracefully exiting worker alive until it is sent (nginx waits for
+/// timers, not for posted events), and the request cleanup frees it if the
+/// request goes first.
+struct Pending {
+    r: *mut ngx_http_request_t,
+    job: Job,
+    step: ngx_event_t,
+    guard: ngx_event_t,
+    cln: *mut ngx_http_cleanup_t,
+    /// Event-loop turns so far (for the debug log).
+    turns: u32,
+}
+
+/// Longest a page may take before the guard timer stops keeping a
+/// shutting-down worker alive for it.
+const GUARD_MS: ngx_msec_t = 60_000;
 
 /// The location content handler.
 ///
@@ -325,7 +517,7 @@ unsafe fn handle(r: &mut ngx_http_request_t) -> ngx_int_t {
                 r,
                 405,
                 "text/plain; charset=utf-8",
-                b"405 method not allowed: use GET or HEAD\n",
+                b"405 method not allowed: use GET or HEAD\n".to_vec(),
             )
         };
     }
@@ -339,14 +531,177 @@ unsafe fn handle(r: &mut ngx_http_request_t) -> ngx_int_t {
     };
     // SAFETY: args point into the request buffer.
     let args = unsafe { str_bytes(&r.args) };
-    match render(default, args) {
-        // SAFETY: live request.
-        Ok((format, body)) => unsafe { send(r, 200, st::content_type(format), &body) },
+    let query = match st::parse_query(args) {
+        Ok(q) => q,
         Err(reason) => {
             let mut body = reason.into_bytes();
             body.push(b'\n');
             // SAFETY: live request.
-            unsafe { send(r, 400, "text/plain; charset=utf-8", &body) }
+            return unsafe { send(r, 400, "text/plain; charset=utf-8", body) };
         }
+    };
+    let format = query.format.unwrap_or(format_of(default));
+    let mut job = Job::new(format, query);
+    if job.step() {
+        // Small page: done in this turn.
+        // SAFETY: live request.
+        return unsafe { send(r, 200, st::content_type(format), job.body) };
+    }
+    // SAFETY: live request.
+    unsafe { suspend(r, job) }
+}
+
+/// Continue `job` on the next event-loop turns; the request stays open
+/// (`count` + 1, released by `ngx_http_finalize_request` when sent).
+///
+/// # Safety
+/// `r` is a live request in its content handler.
+unsafe fn suspend(r: &mut ngx_http_request_t, job: Job) -> ngx_int_t {
+    // SAFETY: live request.
+    let cln = unsafe { ngx_http_cleanup_add(r, 0) };
+    if cln.is_null() {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR as ngx_int_t;
+    }
+    // SAFETY: the connection of a live request is valid.
+    let log = unsafe { (*r.connection).log };
+    // SAFETY: ngx_event_t is plain data; all zero is its initial state.
+    let mut p = Box::new(Pending {
+        r,
+        job,
+        step: unsafe { core::mem::zeroed() },
+        guard: unsafe { core::mem::zeroed() },
+        cln,
+        turns: 1,
+    });
+    let data: *mut Pending = &mut *p;
+    for (ev, handler) in [
+        (
+            &mut p.step,
+            step_handler as unsafe extern "C" fn(*mut ngx_event_t),
+        ),
+        (&mut p.guard, guard_handler),
+    ] {
+        ev.data = data.cast();
+        ev.handler = Some(handler);
+        ev.log = log;
+    }
+    let p = Box::into_raw(p);
+    // SAFETY: `p` is live until `release`; `cln` is a fresh cleanup record,
+    // `r.main` the live main request; the events are registered once.
+    unsafe {
+        (*cln).handler = Some(cleanup_handler);
+        (*cln).data = p.cast();
+        let main = &mut *r.main;
+        main.set_count(main.count() + 1);
+        ngx_add_timer(&mut (*p).guard, GUARD_MS);
+        ngx_post_event(&mut (*p).step, ptr::addr_of_mut!(ngx_posted_next_events));
+    }
+    ngx::ngx_log_error!(
+        NGX_LOG_DEBUG,
+        log,
+        "healthcheck_status: page in progress, turn 1"
+    );
+    NGX_DONE as ngx_int_t
+}
+
+/// Unlink a pending page from nginx (events, cleanup) and take it back.
+///
+/// # Safety
+/// `p` came from `suspend` and was not released.
+unsafe fn release(p: *mut Pending) -> Box<Pending> {
+    // SAFETY: guaranteed by the caller.
+    let mut p = unsafe { Box::from_raw(p) };
+    if p.step.posted() != 0 {
+        // SAFETY: posted by us, still queued.
+        unsafe { ngx_delete_posted_event(&mut p.step) };
+    }
+    if p.guard.timer_set() != 0 {
+        // SAFETY: our timer, still set.
+        unsafe { ngx_del_timer(&mut p.guard) };
+    }
+    // SAFETY: the cleanup record lives in the request pool, which outlives
+    // the pending page (the request is not freed before its cleanups run).
+    unsafe {
+        if let Some(cln) = p.cln.as_mut() {
+            cln.handler = None;
+            cln.data = ptr::null_mut();
+        }
+    }
+    p
+}
+
+/// The request went away first (client error, termination): drop the page.
+unsafe extern "C" fn cleanup_handler(data: *mut c_void) {
+    if data.is_null() {
+        return;
+    }
+    // SAFETY: set by `suspend`; cleanups run once, and `release` clears
+    // the record when the page completes first.
+    let p = unsafe { release(data.cast()) };
+    drop(p);
+}
+
+/// The guard timer fired: a page took a minute. Nothing to do but keep the
+/// step going (the worker may now exit if it is shutting down).
+unsafe extern "C" fn guard_handler(_ev: *mut ngx_event_t) {}
+
+/// Next turn of a page in progress.
+unsafe extern "C" fn step_handler(ev: *mut ngx_event_t) {
+    // SAFETY: our event, its data is the pending page.
+    let (p, log) = unsafe { ((*ev).data.cast::<Pending>(), (*ev).log) };
+    guard(log, "status page", (), || {
+        // SAFETY: `p` is live while its step event is posted.
+        unsafe { resume(p) }
+    });
+}
+
+/// # Safety
+/// `p` is live (its step event just fired).
+unsafe fn resume(p: *mut Pending) {
+    // SAFETY: guaranteed by the caller.
+    let pending = unsafe { &mut *p };
+    let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| pending.job.step()));
+    pending.turns += 1;
+    if let Ok(false) = done {
+        // SAFETY: our event, not posted (it just ran).
+        unsafe { ngx_post_event(&mut pending.step, ptr::addr_of_mut!(ngx_posted_next_events)) };
+        ngx::ngx_log_error!(
+            NGX_LOG_DEBUG,
+            pending.step.log,
+            "healthcheck_status: page in progress, turn {}",
+            pending.turns
+        );
+        return;
+    }
+    // SAFETY: `p` is live and released once, here.
+    let p = unsafe { release(p) };
+    let r = p.r;
+    // SAFETY: the request is live: our count keeps it, our cleanup would
+    // have released `p` before it went.
+    unsafe {
+        let c = (*r).connection;
+        let rc = match done {
+            Ok(_) => {
+                let Pending { job, turns, .. } = *p;
+                ngx::ngx_log_error!(
+                    NGX_LOG_DEBUG,
+                    (*c).log,
+                    "healthcheck_status: page of {} bytes done in {} turns",
+                    job.body.len(),
+                    turns
+                );
+                send(&mut *r, 200, st::content_type(job.format), job.body)
+            }
+            Err(_) => {
+                ngx::ngx_log_error!(
+                    NGX_LOG_ALERT,
+                    (*c).log,
+                    "ngx_healthcheck_module: internal error in status page"
+                );
+                NGX_HTTP_INTERNAL_SERVER_ERROR as ngx_int_t
+            }
+        };
+        ngx_http_finalize_request(r, rc);
+        ngx_http_run_posted_requests(c);
     }
 }

@@ -358,7 +358,8 @@ pub fn render(
 ///
 /// `format` is the effective format (`query.format` or the directive's);
 /// `query.filter` filters rows and totals; `query.refresh` turns on the HTML
-/// page's auto-refresh and is kept in its links.
+/// page's auto-refresh and is kept in its links. Same output as driving a
+/// [`Renderer`] over `rows` in one piece.
 pub fn render_with(
     format: Format,
     query: &Query,
@@ -368,11 +369,215 @@ pub fn render_with(
 ) {
     let counts = Counts::of(rows, query.filter);
     out.reserve(estimate(format, rows));
-    match format {
-        Format::Html => html::render(query, meta, &counts, rows, out),
-        Format::Csv => csv::render(query.filter, rows, out),
-        Format::Json => json::render(query.filter, meta, &counts, rows, out),
-        Format::Prometheus => prom::render(query.filter, meta, &counts, rows, out),
+    let mut page = Renderer::new(format, query, meta, counts, out);
+    for pass in 0..page.passes() {
+        page.rows(pass, printed_all(rows, None), out);
+    }
+    page.finish(out);
+}
+
+/// A page rendered in steps, for a caller that must not stop for the whole
+/// page (an nginx worker: it renders a few hundred rows per event-loop turn
+/// so proxied requests are not held up behind a 10 000-peer page).
+///
+/// Use: [`Renderer::new`] (writes the head, so `counts` must be the
+/// [`Counts::of`] the rows that will be fed, under the same filter), then
+/// for each pass in `0..passes()` feed every row, in any number of
+/// [`Renderer::rows`] calls, in page order (all http rows, then all stream
+/// rows; each group in `index` order), then [`Renderer::finish`]. Rows the
+/// filter drops may be fed; they print nothing. Concatenated, the output is
+/// exactly what [`render_with`] gives for the same rows.
+#[derive(Debug)]
+pub struct Renderer {
+    format: Format,
+    query: Query,
+    now_ms: u64,
+    counts: Counts,
+    /// JSON and HTML: groups opened so far (0, 1 = http, 2 = both).
+    opened: u8,
+    /// JSON: the open group has printed a row.
+    group_rows: bool,
+    /// Prometheus: the pass whose header is written, `None` before any.
+    pass: Option<usize>,
+    /// Prometheus: label sets of the printed rows, from pass 0.
+    labels: Vec<u8>,
+    ends: Vec<usize>,
+    /// Prometheus: printed rows seen in the current pass.
+    cursor: usize,
+}
+
+impl Renderer {
+    /// Start a page: append its head to `out`.
+    pub fn new(
+        format: Format,
+        query: &Query,
+        meta: &Meta,
+        counts: Counts,
+        out: &mut Vec<u8>,
+    ) -> Renderer {
+        match format {
+            Format::Html => html::head(query, meta, &counts, out),
+            Format::Csv => csv::head(out),
+            Format::Json => json::head(meta, &counts, out),
+            Format::Prometheus => prom::head(meta, &counts, out),
+        }
+        Renderer {
+            format,
+            query: *query,
+            now_ms: meta.now_ms,
+            counts,
+            opened: 0,
+            group_rows: false,
+            pass: None,
+            labels: Vec::new(),
+            ends: Vec::new(),
+            cursor: 0,
+        }
+    }
+
+    /// Passes over the rows this format needs: Prometheus prints each
+    /// family's samples together, one family per pass; the others one.
+    pub fn passes(&self) -> usize {
+        match self.format {
+            Format::Prometheus => prom::PASSES,
+            _ => 1,
+        }
+    }
+
+    /// Feed the next rows of pass `pass` (see the type's docs for order).
+    pub fn rows<'r, 'a: 'r>(
+        &mut self,
+        pass: usize,
+        rows: impl IntoIterator<Item = &'r PeerRow<'a>>,
+        out: &mut Vec<u8>,
+    ) {
+        let filter = self.query.filter;
+        let printed = rows.into_iter().filter(|r| keeps(filter, r.up));
+        match self.format {
+            Format::Csv => printed.for_each(|r| csv::row(r, out)),
+            Format::Json => {
+                for r in printed {
+                    self.enter(r.group, out);
+                    json::row(r, !self.group_rows, out);
+                    self.group_rows = true;
+                }
+            }
+            Format::Html => {
+                for r in printed {
+                    self.enter(r.group, out);
+                    html::row(r, self.now_ms, out);
+                }
+            }
+            Format::Prometheus => {
+                if self.counts.total() == 0 || pass >= prom::PASSES {
+                    return;
+                }
+                self.begin_passes(pass, out);
+                if self.pass != Some(pass) {
+                    return; // a pass already ended: out of order
+                }
+                for r in printed {
+                    self.prom_row(pass, r, out);
+                }
+            }
+        }
+    }
+
+    /// Append the page's end.
+    pub fn finish(mut self, out: &mut Vec<u8>) {
+        match self.format {
+            Format::Csv => {}
+            Format::Json => {
+                self.enter_all(2, out);
+                self.close(out);
+                json::tail(out);
+            }
+            Format::Html => {
+                self.enter_all(2, out);
+                self.close(out);
+                html::tail(out);
+            }
+            Format::Prometheus => {
+                if self.counts.total() != 0 {
+                    self.begin_passes(prom::PASSES - 1, out);
+                }
+            }
+        }
+    }
+
+    /// JSON/HTML: close the open group and open the next ones until
+    /// `group` is open. A row of a group already closed (out of order)
+    /// prints in the open one.
+    fn enter(&mut self, group: Group, out: &mut Vec<u8>) {
+        let want = match group {
+            Group::Http => 1,
+            Group::Stream => 2,
+        };
+        self.enter_all(want, out);
+    }
+
+    /// Open groups (closing the open one first) until `want` are open.
+    fn enter_all(&mut self, want: u8, out: &mut Vec<u8>) {
+        const GROUPS: [Group; 2] = [Group::Http, Group::Stream];
+        while self.opened < want {
+            self.close(out);
+            let g = GROUPS[usize::from(self.opened)];
+            self.opened += 1;
+            self.group_rows = false;
+            match self.format {
+                Format::Json => json::open_group(g, out),
+                _ => html::open_group(g, &self.query, &self.counts, out),
+            }
+        }
+    }
+
+    /// Close the open group, if any.
+    fn close(&mut self, out: &mut Vec<u8>) {
+        let Some(&g) = [Group::Http, Group::Stream].get(usize::from(self.opened).wrapping_sub(1))
+        else {
+            return;
+        };
+        match self.format {
+            Format::Json => json::close_group(!self.group_rows, out),
+            _ => html::close_group(g, &self.counts, out),
+        }
+    }
+
+    /// Prometheus: write the headers of the passes up to `pass`.
+    fn begin_passes(&mut self, pass: usize, out: &mut Vec<u8>) {
+        loop {
+            let next = self.pass.map_or(0, |p| p + 1);
+            if next > pass {
+                return;
+            }
+            prom::pass_header(next, out);
+            self.pass = Some(next);
+            self.cursor = 0;
+        }
+    }
+
+    fn prom_row(&mut self, pass: usize, r: &PeerRow, out: &mut Vec<u8>) {
+        if pass == 0 {
+            prom::label_set(r, &mut self.labels);
+            self.ends.push(self.labels.len());
+            let start = self.ends.len().checked_sub(2).map_or(0, |i| self.ends[i]);
+            prom::pass_row(pass, r, &self.labels[start..], out);
+            return;
+        }
+        let i = self.cursor;
+        self.cursor += 1;
+        match self.ends.get(i) {
+            Some(&end) => {
+                let start = i.checked_sub(1).map_or(0, |j| self.ends[j]);
+                prom::pass_row(pass, r, &self.labels[start..end], out);
+            }
+            None => {
+                // More rows than pass 0 saw (out of order): label it afresh.
+                let mut set = Vec::new();
+                prom::label_set(r, &mut set);
+                prom::pass_row(pass, r, &set, out);
+            }
+        }
     }
 }
 
@@ -388,18 +593,22 @@ pub const fn content_type(format: Format) -> &'static str {
 
 /// A rough size guess so `out` grows once or twice, not log2(n) times.
 fn estimate(format: Format, rows: &[PeerRow]) -> usize {
-    let per_row = match format {
-        Format::Html => 600,
-        Format::Csv => 120,
-        Format::Json => 400,
-        Format::Prometheus => 2000,
-    };
     let names: usize = rows.iter().map(|r| r.upstream.len() + r.name.len()).sum();
-    let name_copies = match format {
-        Format::Prometheus => 20,
-        _ => 1,
+    size_hint(format, rows.len(), names)
+}
+
+/// A rough guess of a page's size, to reserve its buffer once: `rows`
+/// printed rows whose upstream and server names add up to `name_bytes`.
+pub fn size_hint(format: Format, rows: usize, name_bytes: usize) -> usize {
+    let (per_row, name_copies) = match format {
+        Format::Html => (600, 1),
+        Format::Csv => (120, 1),
+        Format::Json => (400, 1),
+        Format::Prometheus => (2000, 20),
     };
-    2048 + rows.len() * per_row + names * name_copies
+    2048usize
+        .saturating_add(rows.saturating_mul(per_row))
+        .saturating_add(name_bytes.saturating_mul(name_copies))
 }
 
 /// Rows printed under a filter, per group.

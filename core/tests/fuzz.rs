@@ -2134,6 +2134,49 @@ proptest! {
         prop_assert_eq!(total(Some(Filter::Up)) + total(Some(Filter::Down)), total(None));
     }
 
+    /// The nginx handler renders a few hundred rows per event-loop turn:
+    /// any split of the rows into pieces gives the one-piece page.
+    #[test]
+    fn stepwise_rendering_equals_one_piece(owned in vec(owned_row(), 0..12),
+                                           filter in filter_strategy(),
+                                           refresh in prop::option::of(1u32..=3600),
+                                           mut cuts in vec(0usize..=12, 0..6),
+                                           generation in edge_u64(),
+                                           now_ms in edge_u64()) {
+        let rows = borrow(&owned);
+        let meta = Meta { generation, now_ms };
+        // Page order: http rows, then stream rows, each in the given order.
+        let ordered: Vec<PeerRow> = rows
+            .iter()
+            .filter(|r| r.group == Group::Http)
+            .chain(rows.iter().filter(|r| r.group == Group::Stream))
+            .copied()
+            .collect();
+        cuts.iter_mut().for_each(|c| *c = (*c).min(ordered.len()));
+        cuts.sort_unstable();
+        for format in Format::ALL {
+            let query = Query { format: Some(format), filter, refresh };
+            let whole = render(format, &query, &meta, &rows);
+            let counts = status::Counts::of(&rows, filter);
+            let mut out = b"PREFIX".to_vec();
+            let mut page = status::Renderer::new(format, &query, &meta, counts, &mut out);
+            for pass in 0..page.passes() {
+                let mut start = 0;
+                for &cut in &cuts {
+                    page.rows(pass, &ordered[start..cut], &mut out);
+                    start = cut;
+                }
+                page.rows(pass, &ordered[start..], &mut out);
+            }
+            page.finish(&mut out);
+            prop_assert_eq!(
+                String::from_utf8_lossy(&out[6..]),
+                String::from_utf8_lossy(&whole),
+                "{:?} cut at {:?}", format, cuts
+            );
+        }
+    }
+
     #[test]
     fn duration_bucket_is_the_first_bound_not_below(ms in edge_u64()) {
         let slot = status::duration_bucket(ms);

@@ -46,6 +46,7 @@ pub struct Builder {
     master: bool,
     log_level: String,
     load_module: bool,
+    events: String,
 }
 
 impl Default for Builder {
@@ -55,6 +56,7 @@ impl Default for Builder {
             master: true,
             log_level: "info".to_string(),
             load_module: true,
+            events: String::new(),
         }
     }
 }
@@ -76,6 +78,13 @@ impl Builder {
     /// `debug` needs the `--with-debug` binary scripts/build makes).
     pub fn log_level(mut self, level: &str) -> Self {
         self.log_level = level.to_string();
+        self
+    }
+
+    /// Extra directives for the `events {}` block (e.g. `debug_connection`).
+    pub fn events(mut self, directives: &str) -> Self {
+        self.events.push_str(directives);
+        self.events.push(' ');
         self
     }
 
@@ -101,7 +110,7 @@ impl Builder {
         let _ = writeln!(conf, "worker_processes {};", self.workers);
         let _ = writeln!(conf, "pid logs/nginx.pid;");
         let _ = writeln!(conf, "error_log logs/error.log {};", self.log_level);
-        let _ = writeln!(conf, "events {{ worker_connections 1024; }}");
+        let _ = writeln!(conf, "events {{ worker_connections 1024; {}}}", self.events);
         conf.push('\n');
         conf.push_str(body);
         conf.push('\n');

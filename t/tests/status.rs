@@ -1887,3 +1887,214 @@ stream {{
     }
     drop(ng);
 }
+
+// ---------------------------------------------------------------------------
+// Big pages: a 10 000-peer page is built over many event-loop turns (about
+// 250 us of work each), so the worker serves other requests in between, and
+// an old worker finishes the page after a reload. The module logs each turn
+// at debug level, which `debug_connection` turns on for one client address.
+
+const TURN: &str = "healthcheck_status: page in progress, turn";
+const DONE: &str = "healthcheck_status: page of";
+const DEBUG_SRC: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 3);
+
+/// 100 upstreams x 100 servers nobody listens on (refused at once), checked
+/// every minute, and one proxied upstream.
+fn big_nginx(app: &Backend) -> (Nginx, u16) {
+    let port = free_port();
+    let mut conf = String::from("http {\n    access_log off;\n");
+    for u in 0..100 {
+        conf.push_str(&format!("    upstream big{u} {{\n"));
+        for s in 1..=100 {
+            conf.push_str(&format!("        server 127.3.{u}.{s}:9;\n"));
+        }
+        conf.push_str("        check interval=60000 timeout=1000 rise=1 fall=1;\n    }\n");
+    }
+    conf.push_str(&format!(
+        "    upstream app {{ server {}; }}
+    server {{
+        listen 127.0.0.1:{port};
+        location / {{ proxy_pass http://app; }}
+        location /s {{ healthcheck_status json; }}
+    }}
+}}\n",
+        app.addr()
+    ));
+    let ng = Nginx::builder()
+        .events(&format!("debug_connection {DEBUG_SRC};"))
+        .start(&conf);
+    (ng, port)
+}
+
+/// Send a page request from the debug address; the response is read later.
+fn start_page(port: u16, path: &str) -> TcpStream {
+    let mut s = connect_from(DEBUG_SRC, port).expect("connect from 127.0.0.3");
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes())
+        .expect("write request");
+    s
+}
+
+/// Read a whole HTTP/1.0 response and check it is complete.
+fn finish_page(mut s: TcpStream, what: &str) -> Reply {
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).expect("read response");
+    let end = find(&raw, b"\r\n\r\n")
+        .unwrap_or_else(|| panic!("{what}: no response head in {} bytes", raw.len()));
+    let (status, headers) = parse_head(&raw[..end]);
+    let reply = Reply {
+        status,
+        headers,
+        body: raw[end + 4..].to_vec(),
+    };
+    assert_eq!(reply.status, 200, "{what}");
+    assert_eq!(
+        reply.content_length(),
+        Some(reply.body.len()),
+        "{what}: Content-Length vs body received"
+    );
+    reply
+}
+
+/// The JSON page lists all 10 000 big peers in order (and is strict JSON).
+fn assert_big_json(body: &[u8], what: &str) {
+    let v: Value = serde_json::from_slice(body).unwrap_or_else(|e| panic!("{what}: {e}"));
+    let http = v["servers"]["http"].as_array().expect("servers.http");
+    assert_eq!(v["servers"]["total"], 10_000, "{what}: total");
+    assert_eq!(http.len(), 10_000, "{what}: rows");
+    for (i, row) in http.iter().enumerate() {
+        assert_eq!(row["index"], i, "{what}: row order");
+        let (u, s) = (i / 100, i % 100 + 1);
+        assert_eq!(row["upstream"], format!("big{u}"), "{what}: row {i}");
+        assert_eq!(row["name"], format!("127.3.{u}.{s}:9"), "{what}: row {i}");
+    }
+}
+
+/// Turn lines of the page requested by the connection whose debug lines
+/// follow `mark` (one page at a time in these tests).
+fn turns_since(ng: &Nginx, mark: usize) -> usize {
+    ng.log_lines_since(mark, TURN).len()
+}
+
+#[test]
+fn big_page_is_built_in_turns_between_other_requests() {
+    let app = Backend::start();
+    let (ng, port) = big_nginx(&app);
+    // The page is the same bytes in one piece (small pages are) and in
+    // turns: compare with a HEAD's Content-Length and the row check.
+    let mut interleaved = false;
+    for attempt in 1..=5 {
+        let mark = ng.log_mark();
+        let page = start_page(port, "/s?format=prometheus");
+        ng.wait_for_log_since(mark, TURN, SETTLE);
+        // A proxied request while the page is in progress...
+        let r = get(port, "/");
+        assert_eq!(r.status, 200, "proxied request during the page");
+        assert_eq!(r.text(), app.port().to_string());
+        let turns_at_reply = turns_since(&ng, mark);
+        let reply = finish_page(page, "prometheus page");
+        let done = ng.wait_for_log_since(mark, DONE, SETTLE);
+        let turns = turns_since(&ng, mark);
+        assert!(turns >= 10, "a 10 000-peer page took {turns} turns: {done}");
+        let text = reply.text();
+        assert_eq!(
+            text.lines()
+                .filter(|l| l.starts_with("nginx_upstream_server_active{"))
+                .count(),
+            10_000
+        );
+        // ...was answered before the page's last turn.
+        if turns_at_reply < turns {
+            interleaved = true;
+            break;
+        }
+        eprintln!("attempt {attempt}: the page finished before the proxied reply");
+    }
+    assert!(
+        interleaved,
+        "no proxied reply was served while a page was in progress"
+    );
+    // JSON and CSV in turns: complete and in order.
+    let mark = ng.log_mark();
+    let reply = finish_page(start_page(port, "/s"), "json page");
+    assert!(turns_since(&ng, mark) >= 2, "the JSON page took one turn");
+    assert_big_json(&reply.body, "json page");
+    let csv = finish_page(start_page(port, "/s?format=csv"), "csv page");
+    assert_eq!(csv.text().lines().count(), 10_001, "csv header + rows");
+    let head = request(port, "HEAD", "/s");
+    assert!(head.body.is_empty(), "HEAD has no body");
+    let len = head.content_length().expect("HEAD Content-Length");
+    assert!(
+        len.abs_diff(reply.body.len()) < reply.body.len() / 10,
+        "HEAD length {len} vs GET {}",
+        reply.body.len()
+    );
+    ng.check_log();
+}
+
+#[test]
+fn client_gone_mid_page_then_graceful_stop_waits_for_a_page() {
+    let app = Backend::start();
+    let (ng, port) = big_nginx(&app);
+    // A client that goes away mid-page costs nothing but the page.
+    let mark = ng.log_mark();
+    let page = start_page(port, "/s?format=prometheus");
+    ng.wait_for_log_since(mark, TURN, SETTLE);
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: a valid socket and a `linger` of the size given; the close
+    // that follows sends RST.
+    unsafe {
+        libc::setsockopt(
+            std::os::fd::AsRawFd::as_raw_fd(&page),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&linger as *const libc::linger).cast(),
+            mem::size_of::<libc::linger>() as libc::socklen_t,
+        );
+    }
+    drop(page);
+    ng.wait_for_log_since(mark, DONE, SETTLE);
+    assert_big_json(
+        &finish_page(start_page(port, "/s"), "json after").body,
+        "json after",
+    );
+    ng.check_log();
+
+    // A graceful stop (what an old worker gets from the master on reload)
+    // while a page is in progress: the worker finishes and sends the page,
+    // then exits (and the master starts a new one).
+    let worker = ng.workers()[0];
+    let mark = ng.log_mark();
+    let page = start_page(port, "/s?format=prometheus");
+    ng.wait_for_log_since(mark, TURN, SETTLE);
+    let reader = std::thread::spawn(move || finish_page(page, "page across a graceful stop"));
+    // SAFETY: plain kill(2) of our nginx's worker.
+    assert_eq!(
+        unsafe { libc::kill(worker as libc::pid_t, libc::SIGQUIT) },
+        0
+    );
+    let reply = reader.join().expect("page reader");
+    assert_eq!(
+        reply
+            .text()
+            .lines()
+            .filter(|l| l.starts_with("nginx_upstream_server_checks_total{"))
+            .count(),
+        10_000
+    );
+    let log = ng.log();
+    let tail = log.get(mark..).unwrap_or_default();
+    let shutting = tail
+        .find(&format!("{worker}#{worker}: gracefully shutting down"))
+        .expect("the worker logged its graceful shutdown");
+    let done = tail.find(DONE).expect("the page's last turn");
+    assert!(
+        shutting < done,
+        "the page was done before the stop reached the worker: nothing shown"
+    );
+    ng.wait_workers_gone(&[worker], SETTLE);
+    ng.check_log();
+}

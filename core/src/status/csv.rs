@@ -17,17 +17,22 @@
 //!   is valid UTF-8, as the `charset=utf-8` Content-Type promises.
 
 use super::text::{lossy_runs, push_i64, push_u64, REPLACEMENT};
-use super::{printed_all, shown_down_since, shown_last_change, Filter, PeerRow};
+use super::{shown_down_since, shown_last_change, PeerRow};
 
 /// The header line, without its line end.
 pub const HEADER: &str = "index,upstream_type,upstream_name,host,rise,fall,check_type,check_port,\
 last_delay,avg_delay,min_delay,max_delay,status,\
 checks,fails_total,last_failure_reason,last_change,down_since";
 
-pub(super) fn render(filter: Option<Filter>, rows: &[PeerRow], out: &mut Vec<u8>) {
+/// The header line.
+pub(super) fn head(out: &mut Vec<u8>) {
     out.extend_from_slice(HEADER.as_bytes());
     out.push(b'\n');
-    for r in printed_all(rows, filter) {
+}
+
+/// One record.
+pub(super) fn row(r: &PeerRow, out: &mut Vec<u8>) {
+    {
         push_u64(out, r.index.into());
         out.push(b',');
         text(out, r.group.as_str().as_bytes());

@@ -13,9 +13,7 @@
 //!   become U+FFFD. The page is valid UTF-8.
 
 use super::text::{lossy_runs, push_age, push_i64, push_u64, push_utc, REPLACEMENT};
-use super::{
-    printed, shown_down_since, shown_last_change, Counts, Filter, Group, Meta, PeerRow, Query,
-};
+use super::{shown_down_since, shown_last_change, Counts, Filter, Group, Meta, PeerRow, Query};
 
 const STYLE: &str = "\
 body{font:14px/1.45 system-ui,-apple-system,\"Segoe UI\",Roboto,sans-serif;margin:1.2em 1.5em;color:#1d1d1f;background:#fff}\
@@ -57,13 +55,8 @@ const COLUMNS: &[&str] = &[
     "down for",
 ];
 
-pub(super) fn render(
-    query: &Query,
-    meta: &Meta,
-    counts: &Counts,
-    rows: &[PeerRow],
-    out: &mut Vec<u8>,
-) {
+/// Everything before the first group.
+pub(super) fn head(query: &Query, meta: &Meta, counts: &Counts, out: &mut Vec<u8>) {
     out.extend_from_slice(
         b"<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
 <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n",
@@ -99,36 +92,46 @@ pub(super) fn render(
     push_utc(out, meta.now_ms);
     out.extend_from_slice(b"</p>\n");
     nav(query, out);
-    for group in [Group::Http, Group::Stream] {
-        let c = counts.group(group);
-        out.extend_from_slice(b"<h2 id=\"");
-        out.extend_from_slice(group.as_str().as_bytes());
-        out.extend_from_slice(b"\">");
-        out.extend_from_slice(group.as_str().as_bytes());
-        out.extend_from_slice(b": ");
-        summary(c.total, c.up, c.down, out);
-        out.extend_from_slice(b"</h2>\n");
-        if c.total == 0 {
-            out.extend_from_slice(b"<p>No ");
-            if let Some(f) = query.filter {
-                out.extend_from_slice(f.as_str().as_bytes());
-                out.push(b' ');
-            }
-            out.extend_from_slice(b"peers.</p>\n");
-            continue;
+}
+
+/// A group's heading, then its table's head, or "No peers." when it
+/// prints none.
+pub(super) fn open_group(group: Group, query: &Query, counts: &Counts, out: &mut Vec<u8>) {
+    let c = counts.group(group);
+    out.extend_from_slice(b"<h2 id=\"");
+    out.extend_from_slice(group.as_str().as_bytes());
+    out.extend_from_slice(b"\">");
+    out.extend_from_slice(group.as_str().as_bytes());
+    out.extend_from_slice(b": ");
+    summary(c.total, c.up, c.down, out);
+    out.extend_from_slice(b"</h2>\n");
+    if c.total == 0 {
+        out.extend_from_slice(b"<p>No ");
+        if let Some(f) = query.filter {
+            out.extend_from_slice(f.as_str().as_bytes());
+            out.push(b' ');
         }
-        out.extend_from_slice(b"<table>\n<thead><tr>");
-        for col in COLUMNS {
-            out.extend_from_slice(b"<th>");
-            out.extend_from_slice(col.as_bytes());
-            out.extend_from_slice(b"</th>");
-        }
-        out.extend_from_slice(b"</tr></thead>\n<tbody>\n");
-        for r in printed(rows, group, query.filter) {
-            row(r, meta.now_ms, out);
-        }
+        out.extend_from_slice(b"peers.</p>\n");
+        return;
+    }
+    out.extend_from_slice(b"<table>\n<thead><tr>");
+    for col in COLUMNS {
+        out.extend_from_slice(b"<th>");
+        out.extend_from_slice(col.as_bytes());
+        out.extend_from_slice(b"</th>");
+    }
+    out.extend_from_slice(b"</tr></thead>\n<tbody>\n");
+}
+
+/// Close a group opened by [`open_group`].
+pub(super) fn close_group(group: Group, counts: &Counts, out: &mut Vec<u8>) {
+    if counts.group(group).total != 0 {
         out.extend_from_slice(b"</tbody>\n</table>\n");
     }
+}
+
+/// The page's end.
+pub(super) fn tail(out: &mut Vec<u8>) {
     out.extend_from_slice(b"</body>\n</html>\n");
 }
 
@@ -226,7 +229,7 @@ fn link(
     out.extend_from_slice(b"</a>");
 }
 
-fn row(r: &PeerRow, now_ms: u64, out: &mut Vec<u8>) {
+pub(super) fn row(r: &PeerRow, now_ms: u64, out: &mut Vec<u8>) {
     out.extend_from_slice(if r.up {
         b"<tr><td class=\"n\">"
     } else {

@@ -24,15 +24,10 @@
 //! sequence becomes `\ufffd` (as [`String::from_utf8_lossy`] would).
 
 use super::text::{lossy_runs, push_i64, push_u64};
-use super::{printed, shown_down_since, shown_last_change, Counts, Filter, Group, Meta, PeerRow};
+use super::{shown_down_since, shown_last_change, Counts, Group, Meta, PeerRow};
 
-pub(super) fn render(
-    filter: Option<Filter>,
-    meta: &Meta,
-    counts: &Counts,
-    rows: &[PeerRow],
-    out: &mut Vec<u8>,
-) {
+/// The page's opening: totals and generation.
+pub(super) fn head(meta: &Meta, counts: &Counts, out: &mut Vec<u8>) {
     out.extend_from_slice(b"{\"servers\": {\n  \"total\": ");
     push_u64(out, counts.total());
     out.extend_from_slice(b", \"up\": ");
@@ -41,18 +36,28 @@ pub(super) fn render(
     push_u64(out, counts.down());
     out.extend_from_slice(b", \"generation\": ");
     push_u64(out, meta.generation);
-    for group in [Group::Http, Group::Stream] {
-        out.extend_from_slice(b",\n  \"");
-        out.extend_from_slice(group.as_str().as_bytes());
-        out.extend_from_slice(b"\": [");
-        let mut first = true;
-        for r in printed(rows, group, filter) {
-            out.extend_from_slice(if first { b"\n    " } else { b",\n    " });
-            first = false;
-            peer(r, out);
-        }
-        out.extend_from_slice(if first { b"]" } else { b"\n  ]" });
-    }
+}
+
+/// Open `group`'s array.
+pub(super) fn open_group(group: Group, out: &mut Vec<u8>) {
+    out.extend_from_slice(b",\n  \"");
+    out.extend_from_slice(group.as_str().as_bytes());
+    out.extend_from_slice(b"\": [");
+}
+
+/// One peer of the open group; `first` = no peer before it in the group.
+pub(super) fn row(r: &PeerRow, first: bool, out: &mut Vec<u8>) {
+    out.extend_from_slice(if first { b"\n    " } else { b",\n    " });
+    peer(r, out);
+}
+
+/// Close the open group; `empty` = it printed no peer.
+pub(super) fn close_group(empty: bool, out: &mut Vec<u8>) {
+    out.extend_from_slice(if empty { b"]" } else { b"\n  ]" });
+}
+
+/// The page's end.
+pub(super) fn tail(out: &mut Vec<u8>) {
     out.extend_from_slice(b"\n}}\n");
 }
 

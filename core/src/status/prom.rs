@@ -34,15 +34,10 @@
 //! U+FFFD (as [`String::from_utf8_lossy`]); everything else is copied.
 
 use super::text::{lossy_runs, push_ms_as_seconds, push_u64, REPLACEMENT};
-use super::{printed_all, shown_last_change, Counts, Filter, Meta, PeerRow, DURATION_BUCKETS_MS};
+use super::{shown_last_change, Counts, Meta, PeerRow, DURATION_BUCKETS_MS};
 
-pub(super) fn render(
-    filter: Option<Filter>,
-    meta: &Meta,
-    counts: &Counts,
-    rows: &[PeerRow],
-    out: &mut Vec<u8>,
-) {
+/// The page-wide families.
+pub(super) fn head(meta: &Meta, counts: &Counts, out: &mut Vec<u8>) {
     let page = [
         (
             "nginx_upstream_count_total",
@@ -76,51 +71,59 @@ pub(super) fn render(
         push_u64(out, value);
         out.push(b'\n');
     }
+}
 
-    let shown: Vec<&PeerRow> = printed_all(rows, filter).collect();
-    if shown.is_empty() {
-        return;
-    }
-    // Each peer's label set, escaped once and reused by every family:
-    // `index="0",upstream_type="http",...,port="0"` (no braces).
-    let mut labels = Vec::with_capacity(
-        shown
-            .iter()
-            .map(|r| 96 + r.upstream.len() + r.name.len())
-            .sum(),
-    );
-    let mut ends = Vec::with_capacity(shown.len());
-    for r in &shown {
-        labels.extend_from_slice(b"index=\"");
-        push_u64(&mut labels, r.index.into());
-        labels.extend_from_slice(b"\",upstream_type=\"");
-        labels.extend_from_slice(r.group.as_str().as_bytes());
-        labels.extend_from_slice(b"\",upstream=\"");
-        label_value(&mut labels, r.upstream);
-        labels.extend_from_slice(b"\",name=\"");
-        label_value(&mut labels, r.name);
-        labels.extend_from_slice(b"\",type=\"");
-        label_value(&mut labels, r.check_type.as_bytes());
-        labels.extend_from_slice(b"\",port=\"");
-        push_u64(&mut labels, r.port.into());
-        labels.push(b'"');
-        ends.push(labels.len());
-    }
-    let label_sets = || {
-        shown.iter().zip(ends.iter().scan(0, |start, &end| {
-            let set = &labels[*start..end];
-            *start = end;
-            Some(set)
-        }))
-    };
+/// The per-peer families, in the order printed: each is one pass over the
+/// printed rows (samples of a family must be contiguous).
+pub(super) const PASSES: usize = 7;
 
-    let [rise, fall, active, checks, last_change] = &PER_PEER;
-    for family in [rise, fall, active, checks] {
-        per_peer(out, family, label_sets());
+/// Append `r`'s label set, escaped, without braces:
+/// `index="0",upstream_type="http",...,port="0"`. Computed once per peer
+/// and reused by every family.
+pub(super) fn label_set(r: &PeerRow, labels: &mut Vec<u8>) {
+    labels.extend_from_slice(b"index=\"");
+    push_u64(labels, r.index.into());
+    labels.extend_from_slice(b"\",upstream_type=\"");
+    labels.extend_from_slice(r.group.as_str().as_bytes());
+    labels.extend_from_slice(b"\",upstream=\"");
+    label_value(labels, r.upstream);
+    labels.extend_from_slice(b"\",name=\"");
+    label_value(labels, r.name);
+    labels.extend_from_slice(b"\",type=\"");
+    label_value(labels, r.check_type.as_bytes());
+    labels.extend_from_slice(b"\",port=\"");
+    push_u64(labels, r.port.into());
+    labels.push(b'"');
+}
+
+/// `# HELP` and `# TYPE` of pass `pass`'s family.
+pub(super) fn pass_header(pass: usize, out: &mut Vec<u8>) {
+    match pass {
+        0..=3 => PER_PEER[pass].header(out),
+        4 => header(
+            out,
+            FAILURES,
+            "Failed health check rounds by reason.",
+            "counter",
+        ),
+        5 => PER_PEER[4].header(out),
+        _ => header(
+            out,
+            DURATIONS,
+            "Duration of health check rounds.",
+            "histogram",
+        ),
     }
-    failures(out, label_sets());
-    per_peer(out, last_change, label_sets());
-    durations(out, label_sets());
+}
+
+/// `r`'s samples in pass `pass`'s family; `set` is its [`label_set`].
+pub(super) fn pass_row(pass: usize, r: &PeerRow, set: &[u8], out: &mut Vec<u8>) {
+    match pass {
+        0..=3 => PER_PEER[pass].sample(r, set, out),
+        4 => failures(r, set, out),
+        5 => PER_PEER[4].sample(r, set, out),
+        _ => durations(r, set, out),
+    }
 }
 
 /// A family with one sample per peer and no extra label.
@@ -164,85 +167,75 @@ const PER_PEER: [PerPeer; 5] = [
     },
 ];
 
-fn per_peer<'a>(
-    out: &mut Vec<u8>,
-    family: &PerPeer,
-    sets: impl Iterator<Item = (&'a &'a PeerRow<'a>, &'a [u8])>,
-) {
-    header(out, family.name, family.help, family.kind);
-    for (r, set) in sets {
-        sample_start(out, family.name, set);
+impl PerPeer {
+    fn header(&self, out: &mut Vec<u8>) {
+        header(out, self.name, self.help, self.kind);
+    }
+
+    fn sample(&self, r: &PeerRow, set: &[u8], out: &mut Vec<u8>) {
+        sample_start(out, self.name, set);
         out.extend_from_slice(b"} ");
-        (family.value)(r, out);
+        (self.value)(r, out);
         out.push(b'\n');
     }
 }
 
-fn failures<'a>(out: &mut Vec<u8>, sets: impl Iterator<Item = (&'a &'a PeerRow<'a>, &'a [u8])>) {
-    const NAME: &str = "nginx_upstream_server_check_failures_total";
-    header(
-        out,
-        NAME,
-        "Failed health check rounds by reason.",
-        "counter",
-    );
-    for (r, set) in sets {
-        let reasons = r.failures_by_reason;
-        for (i, &(reason, _)) in reasons.iter().enumerate() {
-            // A reason listed twice is one series: print it at its first
-            // occurrence with the sum.
-            if reasons[..i].iter().any(|&(seen, _)| seen == reason) {
-                continue;
-            }
-            let total = reasons[i..]
-                .iter()
-                .filter(|&&(other, _)| other == reason)
-                .fold(0u64, |sum, &(_, n)| sum.saturating_add(n));
-            sample_start(out, NAME, set);
-            out.extend_from_slice(b",reason=\"");
-            label_value(out, reason.as_bytes());
-            out.extend_from_slice(b"\"} ");
-            push_u64(out, total);
-            out.push(b'\n');
+const FAILURES: &str = "nginx_upstream_server_check_failures_total";
+const DURATIONS: &str = "nginx_upstream_server_check_duration_seconds";
+
+fn failures(r: &PeerRow, set: &[u8], out: &mut Vec<u8>) {
+    let reasons = r.failures_by_reason;
+    for (i, &(reason, _)) in reasons.iter().enumerate() {
+        // A reason listed twice is one series: print it at its first
+        // occurrence with the sum.
+        if reasons[..i].iter().any(|&(seen, _)| seen == reason) {
+            continue;
         }
+        let total = reasons[i..]
+            .iter()
+            .filter(|&&(other, _)| other == reason)
+            .fold(0u64, |sum, &(_, n)| sum.saturating_add(n));
+        sample_start(out, FAILURES, set);
+        out.extend_from_slice(b",reason=\"");
+        label_value(out, reason.as_bytes());
+        out.extend_from_slice(b"\"} ");
+        push_u64(out, total);
+        out.push(b'\n');
     }
 }
 
-fn durations<'a>(out: &mut Vec<u8>, sets: impl Iterator<Item = (&'a &'a PeerRow<'a>, &'a [u8])>) {
-    const NAME: &str = "nginx_upstream_server_check_duration_seconds";
-    header(out, NAME, "Duration of health check rounds.", "histogram");
-    for (r, set) in sets {
-        // Slots are per bucket; Prometheus buckets are cumulative and may
-        // not exceed `_count` (see `PeerRow::duration_count`).
-        let count = r.duration_count;
-        let mut cumulative = 0u64;
-        for (i, &bound) in DURATION_BUCKETS_MS.iter().enumerate() {
-            cumulative = cumulative.saturating_add(r.duration_buckets.get(i).copied().unwrap_or(0));
-            bucket_start(out, NAME, set);
-            push_ms_as_seconds(out, bound);
-            out.extend_from_slice(b"\"} ");
-            push_u64(out, cumulative.min(count));
-            out.push(b'\n');
-        }
+fn durations(r: &PeerRow, set: &[u8], out: &mut Vec<u8>) {
+    const NAME: &str = DURATIONS;
+    // Slots are per bucket; Prometheus buckets are cumulative and may
+    // not exceed `_count` (see `PeerRow::duration_count`).
+    let count = r.duration_count;
+    let mut cumulative = 0u64;
+    for (i, &bound) in DURATION_BUCKETS_MS.iter().enumerate() {
+        cumulative = cumulative.saturating_add(r.duration_buckets.get(i).copied().unwrap_or(0));
         bucket_start(out, NAME, set);
-        out.extend_from_slice(b"+Inf\"} ");
-        push_u64(out, count);
-        out.push(b'\n');
-
-        out.extend_from_slice(NAME.as_bytes());
-        out.extend_from_slice(b"_sum{");
-        out.extend_from_slice(set);
-        out.extend_from_slice(b"} ");
-        push_ms_as_seconds(out, r.duration_sum_ms);
-        out.push(b'\n');
-
-        out.extend_from_slice(NAME.as_bytes());
-        out.extend_from_slice(b"_count{");
-        out.extend_from_slice(set);
-        out.extend_from_slice(b"} ");
-        push_u64(out, count);
+        push_ms_as_seconds(out, bound);
+        out.extend_from_slice(b"\"} ");
+        push_u64(out, cumulative.min(count));
         out.push(b'\n');
     }
+    bucket_start(out, NAME, set);
+    out.extend_from_slice(b"+Inf\"} ");
+    push_u64(out, count);
+    out.push(b'\n');
+
+    out.extend_from_slice(NAME.as_bytes());
+    out.extend_from_slice(b"_sum{");
+    out.extend_from_slice(set);
+    out.extend_from_slice(b"} ");
+    push_ms_as_seconds(out, r.duration_sum_ms);
+    out.push(b'\n');
+
+    out.extend_from_slice(NAME.as_bytes());
+    out.extend_from_slice(b"_count{");
+    out.extend_from_slice(set);
+    out.extend_from_slice(b"} ");
+    push_u64(out, count);
+    out.push(b'\n');
 }
 
 /// `name_bucket{labels,le="` (the caller writes the bound and closes).
