@@ -1,7 +1,17 @@
-//! The `healthcheck_status` content handler: copy a consistent snapshot of
-//! every peer out of the shared zones, render it with `healthcheck_core`,
-//! and send it. No lock is taken: each slot is read under its sequence
-//! counter.
+//! The `healthcheck_status` content handler: copy a snapshot of every peer
+//! out of the shared zones, render it with `healthcheck_core`, and send it.
+//! No lock is taken: each slot is read under its sequence counter, so each
+//! row is consistent.
+//!
+//! A big page (10 000 peers) is built over several event-loop turns, about
+//! [`STEP_BUDGET`] of work per turn, so the worker keeps serving proxied
+//! requests and probes in between: the handler does the first step, then
+//! returns `NGX_DONE` holding the request (`count` + 1) and continues from
+//! an event posted to `ngx_posted_next_events` (run on the next turn, after
+//! the I/O that arrived meanwhile). Rows are copied first (totals and rows
+//! then come from the same copy), then rendered pass by pass; the response
+//! goes out once the body is complete (it has a Content-Length). A small
+//! page is sent from the handler directly.
 
 use core::ffi::c_void;
 use core::ptr;
@@ -243,6 +253,11 @@ impl Job {
             self.start_render(0);
             return;
         };
+        if self.rows.is_empty() {
+            // One allocation, not a doubling copy of megabytes mid-page.
+            self.rows
+                .reserve(w.http.targets.len() + w.stream.targets.len());
+        }
         let (context, group) = match ctx {
             0 => (&w.http, Group::Http),
             _ => (&w.stream, Group::Stream),

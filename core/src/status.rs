@@ -3,9 +3,11 @@
 //!
 //! Pure formatting: the caller copies a consistent snapshot of every peer out
 //! of shared memory into [`PeerRow`]s (no lock is held while we format), then
-//! calls [`render_with`] (or [`render`]) once; the whole body is appended to
-//! one `Vec<u8>` without per-row allocations. The time of the snapshot comes
-//! in as [`Meta::now_ms`]; nothing here reads a clock.
+//! calls [`render_with`] (or [`render`]) once, or drives a [`Renderer`] over
+//! the rows in pieces (the nginx handler does, a few hundred rows per
+//! event-loop turn); either way the body is appended to one `Vec<u8>`
+//! without per-row allocations. The time of the snapshot comes in as
+//! [`Meta::now_ms`]; nothing here reads a clock.
 //!
 //! # Choices shared by every format
 //!
@@ -604,7 +606,8 @@ pub fn size_hint(format: Format, rows: usize, name_bytes: usize) -> usize {
         Format::Html => (600, 1),
         Format::Csv => (120, 1),
         Format::Json => (400, 1),
-        Format::Prometheus => (2000, 20),
+        // 26 samples per peer, each repeating the peer's label set.
+        Format::Prometheus => (3600, 26),
     };
     2048usize
         .saturating_add(rows.saturating_mul(per_row))
