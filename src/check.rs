@@ -38,10 +38,11 @@ use ngx::ffi::{
     ngx_connection_log_error_e_NGX_ERROR_ERR, ngx_connection_t, ngx_current_msec, ngx_del_timer,
     ngx_event_connect_peer, ngx_event_get_peer, ngx_event_t, ngx_exiting, ngx_int_t, ngx_log_t,
     ngx_msec_t, ngx_peer_connection_t, ngx_quit, ngx_random, ngx_socket_errno, ngx_str_t,
-    ngx_terminate, recv, setsockopt, sockaddr_in, sockaddr_in6, socklen_t, AF_INET, AF_INET6,
-    EADDRNOTAVAIL, EAGAIN, ECONNREFUSED, ECONNRESET, EHOSTUNREACH, EINTR, EMFILE, ENETUNREACH,
-    ENFILE, ENOBUFS, ENOMEM, EPIPE, ETIMEDOUT, MSG_PEEK, NGX_AGAIN, NGX_DECLINED, NGX_LOG_DEBUG,
-    NGX_LOG_NOTICE, NGX_LOG_WARN, NGX_OK, SOL_SOCKET, SO_ERROR, SO_LINGER,
+    ngx_terminate, recv, setsockopt, sockaddr_in, sockaddr_in6, sockaddr_storage, socklen_t,
+    AF_INET, AF_INET6, EADDRNOTAVAIL, EAGAIN, ECONNREFUSED, ECONNRESET, EHOSTUNREACH, EINTR,
+    EMFILE, ENETUNREACH, ENFILE, ENOBUFS, ENOMEM, EPIPE, ETIMEDOUT, MSG_PEEK, NGX_AGAIN,
+    NGX_DECLINED, NGX_LOG_DEBUG, NGX_LOG_NOTICE, NGX_LOG_WARN, NGX_OK, SOL_SOCKET, SO_ERROR,
+    SO_LINGER,
 };
 
 use ngx::ffi::{
@@ -396,6 +397,46 @@ fn reuse_kept(p: &mut Probe, now: u64) -> bool {
     }
 }
 
+/// The connect timer fired. It ran on nginx's cached clock, which lags
+/// after a long event-loop turn (a busy worker): a probe started at the end
+/// of a 700 ms turn had its timer armed 700 ms in the past, and its
+/// connection may be established with the event still unread. So look at
+/// the socket itself, and at a fresh clock, before calling it a timeout.
+fn connect_timer_expired(p: &mut Probe, c: *mut ngx_connection_t) {
+    // SAFETY: live connection.
+    let err = unsafe { so_error(c) };
+    if err != 0 {
+        return finish(p, Outcome::Down(Reason::from_errno(err)));
+    }
+    // SAFETY: live connection.
+    if unsafe { is_connected(c) } {
+        return connected(p, c);
+    }
+    let spent = p.start.elapsed().as_millis() as u64;
+    if spent < p.check.timeout_ms {
+        // SAFETY: the connection's own write event, its timer just fired.
+        unsafe { ngx_add_timer((*c).write, (p.check.timeout_ms - spent) as ngx_msec_t) };
+        return;
+    }
+    finish(p, Outcome::Down(Reason::Timeout))
+}
+
+/// Whether a connecting socket is established (has a peer).
+///
+/// # Safety
+/// `c` is a live connection.
+unsafe fn is_connected(c: *mut ngx_connection_t) -> bool {
+    // SAFETY: all-zero is a valid sockaddr_storage.
+    let mut sa: sockaddr_storage = unsafe { mem::zeroed() };
+    let mut len = size_of::<sockaddr_storage>() as socklen_t;
+    extern "C" {
+        // glibc's prototype takes a transparent union; a pointer is its ABI.
+        fn getpeername(fd: c_int, addr: *mut c_void, len: *mut socklen_t) -> c_int;
+    }
+    // SAFETY: valid fd and buffers.
+    unsafe { getpeername((*c).fd, ptr::addr_of_mut!(sa).cast(), &mut len) == 0 }
+}
+
 fn start_tcp(p: &mut Probe) {
     let Some(rc) = connect(p, 0) else { return };
     let c = p.pc.connection;
@@ -515,7 +556,7 @@ fn on_conn_event(p: &mut Probe, c: *mut ngx_connection_t, timedout: bool) {
     };
     match p.phase {
         Phase::Idle => {}
-        Phase::Connecting if timedout => finish(p, Outcome::Down(Reason::Timeout)),
+        Phase::Connecting if timedout => connect_timer_expired(p, c),
         Phase::Connecting => {
             // SAFETY: live connection.
             let err = unsafe { so_error(c) };
