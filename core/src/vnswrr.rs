@@ -25,7 +25,7 @@
 //! node, one more batch is built, continuing the same sequence: at most
 //! `max_init` nodes and at most [`BUILD_BUDGET`] class comparisons, so a
 //! selection never pays for a large ring. A selection builds at most one
-//! batch. If it has gone once around the built nodes of an incomplete ring
+//! batch, even when it walks twice (see [`Ring::select`]). If it has gone once around the built nodes of an incomplete ring
 //! without a usable peer, it asks the peers it has not asked yet in
 //! configuration order, O(peers), so that a usable peer is never refused
 //! because its nodes are not built yet (only while the ring is incomplete
@@ -189,6 +189,9 @@ pub struct Ring {
     /// Per peer: the selection that rejected it with [`Verdict::Skip`].
     skipped: Vec<u32>,
     call: u32,
+    /// A batch was built during the current selection (at most one per
+    /// selection, whichever of its walks reaches the unbuilt part first).
+    grown: bool,
     stats: Stats,
 }
 
@@ -233,6 +236,7 @@ impl Ring {
             due: VecDeque::with_capacity(peers),
             skipped: vec![0; peers],
             call: 0,
+            grown: false,
             stats: Stats::default(),
         };
         if !identity {
@@ -426,6 +430,7 @@ impl Ring {
         mut take: impl FnMut(usize) -> bool,
     ) -> Option<usize> {
         self.stats = Stats::default();
+        self.grown = false;
         self.sweep(now_ms, SWEEP, &mut check);
         self.call = self.call.wrapping_add(1);
         if self.call == 0 {
@@ -472,12 +477,11 @@ impl Ring {
         let mut pos = start;
         let mut end = self.built();
         let mut wrapped = false;
-        let mut grown = false;
         loop {
             if pos >= end {
-                if !wrapped && end < self.len && !grown {
+                if !wrapped && end < self.len && !self.grown {
                     self.build_batch();
-                    grown = true;
+                    self.grown = true;
                     end = self.built();
                     continue;
                 }
@@ -515,7 +519,8 @@ impl Ring {
         // not yet asked (no built node, or only ones behind the cursor):
         // ask them in configuration order, so that a usable peer is never
         // refused because its nodes are not built yet. The cursor stays;
-        // the ring grew by a batch for the next walk.
+        // the ring grew by a batch (in this walk or the selection's first)
+        // for the next selection.
         for peer in 0..self.peers {
             if let Asked::Taken = self.ask(peer, now_ms, check, take) {
                 return Some(peer);

@@ -2398,9 +2398,9 @@ fn drive_ring(
         prop_assert_eq!(ring.blocked(), blocked.iter().filter(|&&b| b).count());
         prop_assert!(ring.built() >= built && ring.built() <= ring.len());
         prop_assert_eq!(s.built, ring.built() - built);
-        // At most one batch per walk, and a selection walks at most twice.
+        // At most one batch per selection, though it may walk twice.
         prop_assert!(
-            s.built <= 2 * batch,
+            s.built <= batch,
             "built {} in one selection, batch {}",
             s.built,
             batch
@@ -2891,16 +2891,14 @@ fn lease_of_slot_65535() {
     ));
 }
 
-/// Found by `ring_respects_check_and_take` with a one-batch bound. The
-/// vnswrr module docs say "A selection builds at most one batch", but a
-/// selection that walks twice builds one batch per walk: here every peer
-/// was blocked at t=0; at t=500 the first sweep (SWEEP = 4) unblocks four
-/// peers whose `take` refuses, the first walk builds a batch and finds
+/// Found by `ring_respects_check_and_take` with a one-batch bound: a
+/// selection that walks twice used to build one batch per walk. Here every
+/// peer was blocked at t=0; at t=500 the first sweep (SWEEP = 4) unblocks
+/// four peers whose `take` refuses, the first walk builds a batch and finds
 /// nothing, the final sweep unblocks the fifth peer and the second walk
-/// builds another batch before taking it. The work stays bounded (two
-/// batches, not one); either the docs or `Ring::walk` should change.
+/// must take it without building another batch (it reaches peer 3 through
+/// the configuration-order fallback of an incomplete ring).
 #[test]
-#[ignore = "bug (docs vs code): a selection can build two lazy batches, vnswrr docs say at most one"]
 fn a_selection_builds_at_most_one_batch() {
     let mut r = Ring::new(&[1, 1, 1, 1, 3], 1).unwrap();
     assert_eq!(r.max_init(), 1);
