@@ -306,6 +306,18 @@ impl Ring {
         }
     }
 
+    /// The peer of the node the next selection looks at first (skip marks
+    /// aside), when that node is built: a caller may prefetch that peer's
+    /// data so that the next selection does not wait on a cache miss.
+    /// `None` before the first selection.
+    pub fn upcoming(&self) -> Option<usize> {
+        let k = match self.next? {
+            k if k >= self.len => 0,
+            k => k,
+        };
+        self.node(k)
+    }
+
     /// Work done by the last [`Ring::select`].
     pub fn stats(&self) -> Stats {
         self.stats

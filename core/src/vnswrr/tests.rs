@@ -620,3 +620,23 @@ fn worst_selection_time() {
         );
     }
 }
+
+proptest! {
+    /// `upcoming` names the peer the next selection takes when every peer
+    /// is usable (lazy batches included), and nothing it cannot know.
+    #[test]
+    fn upcoming_is_the_next_pick_when_all_usable(weights in weights_strategy(),
+                                                 max_init in 0u32..6,
+                                                 random in any::<u64>()) {
+        let mut r = Ring::new(&weights, max_init).unwrap();
+        prop_assert_eq!(r.upcoming(), None);
+        for _ in 0..2 * r.len() + 3 {
+            let hint = r.upcoming();
+            let got = sel(&mut r, 0, random, |_| Verdict::Usable).unwrap();
+            if let Some(h) = hint {
+                prop_assert_eq!(h, got);
+            }
+            prop_assert!(r.upcoming().is_some() || r.built() < r.len());
+        }
+    }
+}
