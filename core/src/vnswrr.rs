@@ -396,6 +396,13 @@ impl Ring {
         }
     }
 
+    /// Whether a blocked peer is due to be asked again (the common case,
+    /// nothing blocked, costs no call).
+    #[inline]
+    fn sweep_due(&self, now_ms: u64) -> bool {
+        self.due.front().is_some_and(|&(at, _)| at <= now_ms)
+    }
+
     /// Ask blocked peers that are due again, at most `limit`; returns how
     /// many were unblocked.
     fn sweep(
@@ -443,7 +450,9 @@ impl Ring {
     ) -> Option<usize> {
         self.stats = Stats::default();
         self.grown = false;
-        self.sweep(now_ms, SWEEP, &mut check);
+        if self.sweep_due(now_ms) {
+            self.sweep(now_ms, SWEEP, &mut check);
+        }
         self.call = self.call.wrapping_add(1);
         if self.call == 0 {
             self.skipped.fill(0);
@@ -456,7 +465,7 @@ impl Ring {
         // Nothing usable among the unblocked peers: before answering "no
         // peer", ask every blocked peer that is due again (a recovered one
         // must not wait for the sweep to reach it).
-        if self.sweep(now_ms, usize::MAX, &mut check) > 0 {
+        if self.sweep_due(now_ms) && self.sweep(now_ms, usize::MAX, &mut check) > 0 {
             return self.walk(now_ms, &mut random, &mut check, &mut take);
         }
         None

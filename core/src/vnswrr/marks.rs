@@ -37,18 +37,23 @@ impl Marks {
     }
 
     /// The first unmarked node in `from..end`.
+    #[inline]
     pub(super) fn next_unmarked(&self, from: usize, end: usize) -> Option<usize> {
         if from >= end {
             return None;
         }
-        let mut w = from / 64;
+        let w = from / 64;
         let free = !*self.nodes.get(w)? & (u64::MAX << (from % 64));
         if free != 0 {
             let i = w * 64 + free.trailing_zeros() as usize;
             return (i < end).then_some(i);
         }
+        self.next_open_word(w + 1, end)
+    }
+
+    /// The first unmarked node in the words from `w` on (below `end`).
+    fn next_open_word(&self, mut w: usize, end: usize) -> Option<usize> {
         // The next word that is not all ones, found through `full`.
-        w += 1;
         loop {
             if w >= self.nodes.len() || w * 64 >= end {
                 return None;
