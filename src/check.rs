@@ -25,7 +25,8 @@
 //! costs more CPU than the round's own socket calls. A round thus starts up
 //! to one grid step after it is due (the fixed-rate schedule keeps the due
 //! time, so nothing drifts) and a settle window lasts up to one step
-//! longer. Connect timeouts and UDP deadlines are not aligned.
+//! longer, never past the round's timeout. Connect timeouts and UDP
+//! deadlines are not aligned.
 //!
 //! A UDP round sends one `NGX_UDP_CHECKER` datagram on its own connected
 //! socket and fails only if `ECONNREFUSED` (an ICMP port unreachable) is
@@ -685,8 +686,14 @@ fn connected(p: &mut Probe, c: *mut ngx_connection_t) {
                 );
             }
             p.phase = Phase::Settling;
+            // Aligned, unless that would end the round past its timeout.
             let now = now_msec();
-            let delay = aligned_delay(now, now + settle, grid_step(p.check.interval_ms));
+            let aligned = aligned_delay(now, now + settle, grid_step(p.check.interval_ms));
+            let delay = if aligned as u64 <= budget {
+                aligned
+            } else {
+                settle as ngx_msec_t
+            };
             // SAFETY: live connection; its write timer is done with.
             unsafe {
                 if (*(*c).write).timer_set() != 0 {
