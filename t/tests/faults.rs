@@ -799,9 +799,20 @@ fn ephemeral_ports_exhausted() {
 
         let mark = ng.log_mark();
         sysctl("net.ipv4.ip_local_port_range", "40000 40010");
-        let taken: Vec<TcpListener> = (40000..=40010u16)
-            .filter_map(|p| TcpListener::bind((Ipv4Addr::LOCALHOST, p)).ok())
-            .collect();
+        // A round in flight may hold one of the ports for up to its
+        // timeout: take each port as it comes free.
+        let mut taken: Vec<TcpListener> = Vec::new();
+        let mut free: Vec<u16> = (40000..=40010u16).collect();
+        try_wait_until(WAIT, || {
+            free.retain(|&p| match TcpListener::bind((Ipv4Addr::LOCALHOST, p)) {
+                Ok(l) => {
+                    taken.push(l);
+                    false
+                }
+                Err(_) => true,
+            });
+            free.is_empty()
+        });
         let err = TcpStream::connect((Ipv4Addr::new(127, 0, 1, 1), sink.port()))
             .expect_err("a connect found a free ephemeral port");
         assert_eq!(err.raw_os_error(), Some(libc::EADDRNOTAVAIL), "{err}");
