@@ -67,28 +67,29 @@ pub fn uninstall() {
     }
 }
 
-/// Whether the health check marks `peer` (an rr peer of `proto`) down;
-/// what the hooks answer, for balancers of this module.
+/// Whether the health check marks `peer` (an rr peer of `proto`, in the
+/// rr peer list `list`, NULL if unknown) down; what the hooks answer, for
+/// balancers of this module.
 #[inline]
-pub(crate) fn peer_down(proto: Proto, peer: *mut c_void) -> ngx_uint_t {
+pub(crate) fn peer_down(proto: Proto, list: *mut c_void, peer: *mut c_void) -> ngx_uint_t {
     crate::refresh_if_reloaded();
     // No unwinding is possible here: `peer_down` only reads atomics and a
     // fixed table, with bounds-checked indexing that returns Option.
     WORKER
         .get()
-        .is_some_and(|w| w.context(proto).peer_down(peer as usize)) as ngx_uint_t
+        .is_some_and(|w| w.context(proto).peer_down(list as usize, peer as usize)) as ngx_uint_t
 }
 
 unsafe extern "C" fn ngx_http_upstream_check_peer_down(
-    _peers: *mut c_void,
+    peers: *mut c_void,
     peer: *mut c_void,
 ) -> ngx_uint_t {
-    peer_down(Proto::Http, peer)
+    peer_down(Proto::Http, peers, peer)
 }
 
 unsafe extern "C" fn ngx_stream_upstream_check_peer_down(
-    _peers: *mut c_void,
+    peers: *mut c_void,
     peer: *mut c_void,
 ) -> ngx_uint_t {
-    peer_down(Proto::Stream, peer)
+    peer_down(Proto::Stream, peers, peer)
 }

@@ -79,6 +79,9 @@ pub struct UpstreamRef {
     pub name: ngx_str_t,
     pub conf: *mut UpsConf,
     pub peers: Vec<PeerRef>,
+    /// Its rr peer lists (primary, then backup), as the balancers pass
+    /// them to the hooks.
+    pub lists: Vec<*const c_void>,
 }
 
 impl UpstreamRef {
@@ -108,8 +111,10 @@ macro_rules! walk {
             let conf = *uscf.srv_conf.add($module.ctx_index) as *mut UpsConf;
             let Some(c) = conf.as_ref() else { continue };
             let mut peers = Vec::new();
+            let mut lists = Vec::new();
             let mut group = uscf.peer.data as *const $peers_t;
             while let Some(g) = group.as_ref().filter(|_| c.check.is_some()) {
+                lists.push(group as *const c_void);
                 let mut p = g.peer;
                 while let Some(peer) = p.as_ref() {
                     if peer.down == 0 {
@@ -128,6 +133,7 @@ macro_rules! walk {
                 name: uscf.host,
                 conf,
                 peers,
+                lists,
             });
         }
         out

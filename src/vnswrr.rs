@@ -477,7 +477,7 @@ macro_rules! balancer {
             }
 
             fn check_down(peer: *mut Peer) -> bool {
-                crate::hooks::peer_down($proto, peer.cast()) != 0
+                crate::hooks::peer_down($proto, core::ptr::null_mut(), peer.cast()) != 0
             }
 
             /// nginx's single-peer path: no ring, no tried bitmap, no

@@ -4,7 +4,7 @@
 //! nginx runs every module callback of a process on one thread, so this
 //! state needs no locks; `Cell` documents that single-threaded contract.
 
-use core::cell::UnsafeCell;
+use core::cell::{Cell, UnsafeCell};
 
 use healthcheck_core::conf::CheckConf;
 use healthcheck_core::ptrmap::PtrMap;
@@ -39,6 +39,11 @@ pub struct Context {
     pub targets: Vec<Target>,
     /// `rr peer address -> index`.
     pub map: PtrMap,
+    /// The rr peer lists (primary and backup) of checked upstreams.
+    lists: PtrMap,
+    /// The list last asked about and whether it is in `lists` (balancers
+    /// ask about every peer of one list in a row).
+    last_list: Cell<(usize, bool)>,
 }
 
 impl Context {
@@ -63,13 +68,43 @@ impl Context {
         // with this one (a broken invariant, but never a wrong peer).
         let zone = zone.filter(|z| z.slots().len() == targets.len());
         let map = PtrMap::new(targets.iter().map(|t| (t.peer.peer as usize, t.index)));
-        Self { zone, targets, map }
+        let lists = PtrMap::new(
+            upstreams
+                .iter()
+                .filter(|u| u.conf().check.is_some())
+                .flat_map(|u| u.lists.iter().map(|&l| (l as usize, 1))),
+        );
+        Self {
+            zone,
+            targets,
+            map,
+            lists,
+            last_list: Cell::new((0, false)),
+        }
     }
 
     /// Is the peer at `addr` marked down by its check? Unknown peers (not
     /// checked, or created at run time by `resolve`) are never down.
+    ///
+    /// `list` is the rr peer list the balancer is walking (0 = unknown): a
+    /// list of an upstream without `check` answers "not down" after one
+    /// comparison, so a round robin over thousands of unchecked servers
+    /// pays almost nothing per server for the hook.
     #[inline]
-    pub fn peer_down(&self, addr: usize) -> bool {
+    pub fn peer_down(&self, list: usize, addr: usize) -> bool {
+        if list != 0 {
+            let (last, checked) = self.last_list.get();
+            let checked = if last == list {
+                checked
+            } else {
+                let checked = self.lists.get(list).is_some();
+                self.last_list.set((list, checked));
+                checked
+            };
+            if !checked {
+                return false;
+            }
+        }
         let (Some(zone), Some(i)) = (self.zone.as_ref(), self.map.get(addr)) else {
             return false;
         };
