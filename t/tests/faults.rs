@@ -13,8 +13,9 @@
 //! - local resource exhaustion (tiny `worker_connections`, low
 //!   `worker_rlimit_nofile`, no free ephemeral port): no crash, no busy
 //!   loop, rate-limited module log lines, healthy peers stay up;
-//! - `HC_T_SLOW=1`: workers at full CPU under wrk for 60 s with 1000 peers
-//!   checked: zero false down transitions.
+//! - workers at full CPU under wrk (gzip level 9 responses, event-loop
+//!   turns longer than the check timeout) with 1000 peers checked: zero
+//!   false down transitions; 10 s in every run, 60 s with `HC_T_SLOW=1`.
 //!
 //! Needs root (network namespaces, iptables); a test fails with a clear
 //! message when it cannot create its namespace. iptables and iproute2 are
@@ -863,25 +864,24 @@ fn ephemeral_ports_exhausted() {
 }
 
 // ---------------------------------------------------------------------------
-// saturated workers (HC_T_SLOW=1)
+// saturated workers (10 s; HC_T_SLOW=1: 60 s)
 
 /// 1000 peers checked every second (fall=1: a single failed round would
 /// flip a peer) while wrk keeps both workers at full CPU for 60 s: no
 /// round may fail, no peer may go down.
 #[test]
 fn saturated_workers_no_false_down_1000_peers() {
-    if std::env::var("HC_T_SLOW").as_deref() != Ok("1") {
-        eprintln!("skipped: set HC_T_SLOW=1 (takes about 75 s)");
-        return;
-    }
+    // 10 s in every run (scripts/test installs wrk); HC_T_SLOW=1 makes it
+    // the 60 s, HC_T_SLOW_SECS any length.
     assert!(
         Command::new("wrk").arg("--version").output().is_ok(),
-        "wrk is needed (apt-get install wrk)"
+        "wrk is needed (apt-get install wrk; scripts/test installs it)"
     );
+    let long = std::env::var("HC_T_SLOW").as_deref() == Ok("1");
     let secs: u64 = std::env::var("HC_T_SLOW_SECS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(60);
+        .unwrap_or(if long { 60 } else { 10 });
     in_netns(move || {
         let sink = Sink::start();
         let peers: Vec<String> = (0..1000)
