@@ -544,6 +544,44 @@ fn reload_with_worker_connections(ng: &mut Nginx, n: usize) -> u32 {
     w[0]
 }
 
+/// What every local-exhaustion test requires once the resource ran out
+/// (`lines` = the module's and nginx's lines about it): the worker neither
+/// crashed nor spun, the module's lines are rate-limited, and healthy peers
+/// stayed up with no failed round.
+fn assert_survived(
+    ng: &Nginx,
+    worker: u32,
+    o: &Observation,
+    secs: u64,
+    (ours, theirs): (usize, usize),
+    healthy: &[String],
+    what: &str,
+) {
+    eprintln!(
+        "worker CPU over 5 s: {:?}; status polls {} ({} failed)",
+        o.cpu, o.polls, o.failed_polls
+    );
+    assert_eq!(
+        ng.workers(),
+        vec![worker],
+        "the worker crashed or was replaced"
+    );
+    assert!(theirs + ours > 0, "no sign that {what} ran out");
+    let cpu = o.cpu.expect("watched for less than 7 s");
+    assert!(cpu < Duration::from_millis(500), "busy loop? {cpu:?}");
+    assert!(
+        ours <= secs as usize / 10 + 1,
+        "{ours} local-error lines in {secs} s: not rate-limited"
+    );
+    assert!(
+        o.healthy_down.is_empty(),
+        "healthy peers marked down by local errors: {:?}",
+        o.healthy_down
+    );
+    let s = o.last.as_ref().expect("no status page could be read");
+    assert_eq!(sum_field(s, "healthy", healthy, "fails_total"), 0, "{s}");
+}
+
 /// Count and print nginx's own lines and the module's local-error lines.
 fn report_lines(ng: &Nginx, mark: usize, nginx_pattern: &str, secs: u64) -> (usize, usize) {
     let ours = ng.log_lines_since(mark, LOCAL_ERROR_LINE);
@@ -616,29 +654,15 @@ fn worker_connections_exhausted() {
             _sink,
         } = worker_connections_scenario();
         let (ours, theirs) = report_lines(&ng, mark, "worker_connections are not enough", secs);
-        eprintln!(
-            "worker CPU over 5 s: {:?}; status polls {} ({} failed)",
-            o.cpu, o.polls, o.failed_polls
+        assert_survived(
+            &ng,
+            worker,
+            &o,
+            secs,
+            (ours, theirs),
+            &healthy,
+            "connections",
         );
-        assert_eq!(
-            ng.workers(),
-            vec![worker],
-            "the worker crashed or was replaced"
-        );
-        assert!(theirs + ours > 0, "no sign that connections ran out");
-        let cpu = o.cpu.expect("watched for less than 7 s");
-        assert!(cpu < Duration::from_millis(500), "busy loop? {cpu:?}");
-        assert!(
-            ours <= secs as usize / 10 + 1,
-            "{ours} local-error lines in {secs} s: not rate-limited"
-        );
-        assert!(
-            o.healthy_down.is_empty(),
-            "healthy peers marked down by local errors: {:?}",
-            o.healthy_down
-        );
-        let s = o.last.expect("no status page could be read");
-        assert_eq!(sum_field(&s, "healthy", &healthy, "fails_total"), 0, "{s}");
     });
 }
 
@@ -724,29 +748,15 @@ fn worker_rlimit_nofile_exhausted() {
         let secs = 12;
         let o = observe(secs, worker, &healthy, || status_json(port));
         let (ours, theirs) = report_lines(&ng, mark, "socket() failed", secs);
-        eprintln!(
-            "worker CPU over 5 s: {:?}; status polls {} ({} failed)",
-            o.cpu, o.polls, o.failed_polls
+        assert_survived(
+            &ng,
+            worker,
+            &o,
+            secs,
+            (ours, theirs),
+            &healthy,
+            "descriptors",
         );
-        assert_eq!(
-            ng.workers(),
-            vec![worker],
-            "the worker crashed or was replaced"
-        );
-        assert!(theirs + ours > 0, "no sign that descriptors ran out");
-        let cpu = o.cpu.expect("watched for less than 7 s");
-        assert!(cpu < Duration::from_millis(500), "busy loop? {cpu:?}");
-        assert!(
-            ours <= secs as usize / 10 + 1,
-            "{ours} local-error lines in {secs} s: not rate-limited"
-        );
-        assert!(
-            o.healthy_down.is_empty(),
-            "healthy peers marked down by local errors: {:?}",
-            o.healthy_down
-        );
-        let s = o.last.expect("no status page could be read");
-        assert_eq!(sum_field(&s, "healthy", &healthy, "fails_total"), 0, "{s}");
     });
 }
 
