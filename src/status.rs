@@ -313,21 +313,8 @@ impl Job {
             now_ms: unix_ms(),
         };
         let mut counts = Counts::default();
-        for r in self
-            .rows
-            .iter()
-            .filter(|r| self.query.filter.map_or(true, |f| f.keeps(r.snap.up)))
-        {
-            let g = match r.group {
-                Group::Http => &mut counts.http,
-                Group::Stream => &mut counts.stream,
-            };
-            g.total += 1;
-            if r.snap.up {
-                g.up += 1;
-            } else {
-                g.down += 1;
-            }
+        for r in &self.rows {
+            counts.count(self.query.filter, r.group, r.snap.up);
         }
         let printed = counts.total() as usize;
         self.body

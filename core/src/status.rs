@@ -633,19 +633,27 @@ impl Counts {
     /// Count the rows `filter` keeps.
     pub fn of(rows: &[PeerRow], filter: Option<Filter>) -> Counts {
         let mut c = Counts::default();
-        for r in rows.iter().filter(|r| keeps(filter, r.up)) {
-            let g = match r.group {
-                Group::Http => &mut c.http,
-                Group::Stream => &mut c.stream,
-            };
-            g.total += 1;
-            if r.up {
-                g.up += 1;
-            } else {
-                g.down += 1;
-            }
+        for r in rows {
+            c.count(filter, r.group, r.up);
         }
         c
+    }
+
+    /// Count one peer of `group` if `filter` keeps it.
+    pub fn count(&mut self, filter: Option<Filter>, group: Group, up: bool) {
+        if !keeps(filter, up) {
+            return;
+        }
+        let g = match group {
+            Group::Http => &mut self.http,
+            Group::Stream => &mut self.stream,
+        };
+        g.total += 1;
+        if up {
+            g.up += 1;
+        } else {
+            g.down += 1;
+        }
     }
 
     pub fn group(&self, group: Group) -> GroupCounts {
