@@ -48,6 +48,7 @@
 
 pub mod backend;
 pub mod client;
+pub mod conf;
 pub mod nginx;
 pub mod paths;
 pub mod process;
@@ -63,6 +64,7 @@ use std::net::{Ipv4Addr, TcpListener, UdpSocket};
 
 pub use backend::{Backend, Close, Mode};
 pub use client::{http_get, http_request, stream_roundtrip, udp_roundtrip, Response};
+pub use conf::{http_conf, upstream};
 pub use nginx::{nginx_t, Builder, Nginx};
 pub use process::fd_count;
 pub use status::{poll_status_json, status_json, Kind, Status};

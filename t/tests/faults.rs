@@ -36,8 +36,8 @@ use faults_net::{
     unix_socket_path, unix_status, ChildBackend, Sink,
 };
 use healthcheck_t::{
-    free_port, poll_status_json, status_json, try_wait_until, Backend, Kind, Nginx, Status,
-    UdpBackend, UdpMode,
+    free_port, http_conf, poll_status_json, status_json, try_wait_until, upstream, Backend, Kind,
+    Nginx, Status, UdpBackend, UdpMode,
 };
 use serde_json::Value;
 
@@ -61,29 +61,6 @@ fn child_backend_process() {
 
 // ---------------------------------------------------------------------------
 // helpers
-
-/// `http {}` with `upstreams` and a status location on `127.0.0.1:port`.
-fn http_conf(port: u16, upstreams: &str) -> String {
-    format!(
-        "http {{
-    access_log off;
-{upstreams}
-    server {{
-        listen 127.0.0.1:{port};
-        location /status {{ healthcheck_status json; }}
-    }}
-}}"
-    )
-}
-
-/// One upstream with `servers` and `check` (plus extra directives).
-fn upstream(name: &str, servers: &[String], check: &str) -> String {
-    let servers: String = servers
-        .iter()
-        .map(|s| format!("        server {s};\n"))
-        .collect();
-    format!("    upstream {name} {{\n{servers}        {check}\n    }}\n")
-}
 
 fn row<'a>(s: &'a Status, upstream: &str, name: &str) -> &'a Value {
     s.peer(Kind::Http, upstream, name)

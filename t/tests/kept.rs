@@ -20,8 +20,8 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use healthcheck_t::{
-    assert_holds, free_port, poll_status_json, status_json, try_wait_until, wait_for, wait_until,
-    Backend, Close, Kind, Mode, Nginx, Status,
+    assert_holds, free_port, http_conf, poll_status_json, status_json, try_wait_until, upstream,
+    wait_for, wait_until, Backend, Close, Kind, Mode, Nginx, Status,
 };
 use serde_json::Value;
 
@@ -46,29 +46,6 @@ fn int(s: &Status, upstream: &str, name: &str, field: &str) -> i64 {
 
 fn checks(s: &Status, upstream: &str, name: &str) -> i64 {
     int(s, upstream, name, "checks")
-}
-
-/// `http {}` with the given upstream blocks and a status location.
-fn http_conf(port: u16, upstreams: &str) -> String {
-    format!(
-        "http {{
-    access_log off;
-{upstreams}
-    server {{
-        listen 127.0.0.1:{port};
-        location /status {{ healthcheck_status json; }}
-    }}
-}}"
-    )
-}
-
-/// One upstream block: `servers` and a `check` line (plus extra lines).
-fn upstream(name: &str, servers: &[String], check: &str) -> String {
-    let servers: String = servers
-        .iter()
-        .map(|s| format!("        server {s};\n"))
-        .collect();
-    format!("    upstream {name} {{\n{servers}        {check}\n    }}\n")
 }
 
 // ---------------------------------------------------------------------------
