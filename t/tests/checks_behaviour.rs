@@ -352,6 +352,123 @@ fn how_server_behaviours_are_classified() {
     }
 }
 
+/// A server that accepts and closes each connection `after` later (FIN, or
+/// RST with `rst`): the close lands in the check's settle window, after
+/// the connect was seen. Runs until the test process ends.
+fn late_closer(after: Duration, rst: bool) -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = l.local_addr().expect("addr");
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(s) = s else { continue };
+            std::thread::spawn(move || {
+                std::thread::sleep(after);
+                if rst {
+                    use std::os::fd::AsRawFd;
+                    let lg = libc::linger {
+                        l_onoff: 1,
+                        l_linger: 0,
+                    };
+                    // SAFETY: a live socket and a linger struct.
+                    unsafe {
+                        libc::setsockopt(
+                            s.as_raw_fd(),
+                            libc::SOL_SOCKET,
+                            libc::SO_LINGER,
+                            (&lg as *const libc::linger).cast(),
+                            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+                        );
+                    }
+                }
+                drop(s);
+            });
+        }
+    });
+    addr
+}
+
+// A worker reuses the sockets of finished rounds (disconnected in place)
+// for later rounds of any peer. Each verdict must stay the peer's own: the
+// rounds of healthy peers end with a settle timeout, and a socket that
+// carried such a round must not make the next peer's late FIN or RST look
+// like that timeout (nor the other way round). 30 rounds each, one worker,
+// so every socket serves every kind of peer many times.
+#[test]
+fn reused_sockets_keep_every_verdict() {
+    let modes = [
+        Mode::Serve,
+        Mode::Fin,
+        Mode::Hang,
+        Mode::Rst,
+        Mode::Serve,
+        Mode::Refuse,
+    ];
+    let backends: Vec<Backend> = modes.iter().map(|&m| Backend::with_mode(m)).collect();
+    // (name, fails?) of every peer.
+    let mut peers: Vec<(String, bool)> = modes
+        .iter()
+        .zip(&backends)
+        .map(|(m, b)| (b.addr(), !matches!(m, Mode::Serve | Mode::Hang)))
+        .collect();
+    for rst in [false, true, false, true] {
+        peers.push((late_closer(ms(10), rst).to_string(), true));
+    }
+    let servers: String = peers.iter().map(|(n, _)| format!("server {n}; ")).collect();
+    // timeout 200: a settle window of 50 ms.
+    let (ng, port) = start_nginx(&Nginx::builder(), || {
+        let port = free_port();
+        let conf = http_only(
+            port,
+            &format!(
+                "    upstream web {{ {servers}check interval=250 timeout=200 rise=1 fall=1; }}"
+            ),
+            "",
+        );
+        (conf, port)
+    });
+    let rows: Vec<Row> = peers
+        .iter()
+        .map(|(n, _)| Row::new(Kind::Http, "web", n))
+        .collect();
+    let worker = ng.workers()[0];
+    let mut most_fds = 0;
+    first_seen(
+        port,
+        Instant::now(),
+        Duration::from_secs(30),
+        "30 rounds each",
+        &rows,
+        |r, s| {
+            most_fds = most_fds.max(healthcheck_t::fd_count(worker).expect("fd count"));
+            r.int(s, "checks") >= 30
+        },
+    );
+    let s = status_json(port).expect("status");
+    for ((_, fails_expected), row) in peers.iter().zip(&rows) {
+        let (checks, fails) = (row.int(&s, "checks"), row.int(&s, "fails_total"));
+        if *fails_expected {
+            // Every round fails. A round that passed took its verdict from
+            // the socket's previous round (allow one: a server thread that
+            // missed the 50 ms settle window on a loaded machine).
+            assert!(
+                fails >= checks - 1,
+                "{row}: {fails} of {checks} rounds failed: {s}"
+            );
+            assert_eq!(row.status(&s), Some("down"), "{row}: {s}");
+        } else {
+            assert_eq!(fails, 0, "{row}: {s}");
+            assert_eq!(row.status(&s), Some("up"), "{row}: {s}");
+        }
+    }
+    // Sockets are reused, not piled up: at most one per peer is ever open
+    // (a round in flight or a spare), beside nginx's own descriptors.
+    let bound = peers.len() + 16;
+    assert!(
+        most_fds <= bound,
+        "worker had {most_fds} descriptors open, bound {bound}"
+    );
+}
+
 /// A TCP listener on `[::1]:0`, or `None` (with a note) without IPv6.
 fn ipv6_switch() -> Option<Switch> {
     match TcpListener::bind((Ipv6Addr::LOCALHOST, 0)) {

@@ -367,7 +367,8 @@ fn baseline_fds(pid: u32, samples: usize) -> usize {
 }
 
 // After 200 rounds per worker against every kind of server, each worker's
-// descriptor count is where it started.
+// descriptor count is where it started, give or take its spare sockets
+// (at most one per peer it checks).
 #[test]
 fn fd_count_flat_after_200_rounds_per_worker() {
     let modes = [
@@ -411,10 +412,19 @@ fn fd_count_flat_after_200_rounds_per_worker() {
     );
     assert_eq!(ng.workers(), workers, "workers changed");
     let after: Vec<usize> = workers.iter().map(|&p| baseline_fds(p, 60)).collect();
-    assert_eq!(
-        after, before,
-        "worker descriptor counts after 200 rounds each (workers {workers:?})"
-    );
+    // A worker keeps the sockets of finished rounds as spares for its next
+    // rounds: between rounds it may hold up to one per peer it checks
+    // (as many as it ever had rounds in flight at once), no more. A socket
+    // lost per round would show as 200.
+    let per_worker = backends.len().div_ceil(workers.len());
+    for (i, (&a, &b)) in after.iter().zip(&before).enumerate() {
+        assert!(
+            a <= b + per_worker,
+            "worker {}: {b} descriptors before 200 rounds, {a} after (bound {b} + {per_worker} spares); \
+             all workers {workers:?}: before {before:?}, after {after:?}",
+            workers[i]
+        );
+    }
 }
 
 // Old workers exit at once after a reload, and nginx quits at once: the
