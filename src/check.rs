@@ -492,7 +492,10 @@ fn connect(p: &mut Probe, type_: c_int) -> Option<ngx_int_t> {
     let udp = type_ == SOCK_DGRAM as c_int;
     if !udp {
         if let Some(c) = SPARES.take(family(&p.addr)) {
-            return connect_spare(p, c);
+            if let Some(rc) = connect_spare(p, c) {
+                return rc;
+            }
+            // The spare was unusable (closed): a new socket, below.
         }
     }
     // SAFETY: the running cycle.
@@ -553,8 +556,10 @@ fn attach(p: &mut Probe, c: *mut ngx_connection_t) {
 }
 
 /// Connect a spare socket (see `Spares`) to the peer: the same outcomes as
-/// `ngx_event_connect_peer`, without a new socket.
-fn connect_spare(p: &mut Probe, c: *mut ngx_connection_t) -> Option<ngx_int_t> {
+/// `ngx_event_connect_peer`, without a new socket. `None` when the spare
+/// itself was the problem (an errno no peer causes, such as `EISCONN`): it
+/// is closed and the round goes on with a new socket.
+fn connect_spare(p: &mut Probe, c: *mut ngx_connection_t) -> Option<Option<ngx_int_t>> {
     extern "C" {
         // glibc's prototype takes a transparent union; a pointer is its ABI.
         fn connect(fd: c_int, addr: *const c_void, len: socklen_t) -> c_int;
@@ -564,14 +569,17 @@ fn connect_spare(p: &mut Probe, c: *mut ngx_connection_t) -> Option<ngx_int_t> {
     let err = if rc == -1 { ngx_socket_errno() } else { 0 };
     if rc == 0 || err as u32 == EINPROGRESS {
         attach(p, c);
-        return Some(if rc == 0 {
+        return Some(Some(if rc == 0 {
             NGX_OK as ngx_int_t
         } else {
             NGX_AGAIN as ngx_int_t
-        });
+        }));
     }
     // SAFETY: the spare is ours alone; it holds no connection (CLOSE state).
     unsafe { ngx_close_connection(c) };
+    if !is_local_error(err) && Reason::from_errno(err) == Reason::Error {
+        return None;
+    }
     finish(
         p,
         if is_local_error(err) {
@@ -580,7 +588,7 @@ fn connect_spare(p: &mut Probe, c: *mut ngx_connection_t) -> Option<ngx_int_t> {
             Outcome::Down(Reason::from_errno(err))
         },
     );
-    None
+    Some(None)
 }
 
 unsafe extern "C" fn ngx_healthcheck_conn_handler(ev: *mut ngx_event_t) {
