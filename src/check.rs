@@ -12,7 +12,7 @@
 //! (`connect(AF_UNSPEC)`, which resets an open connection and releases the
 //! port) and kept as a spare for a later round of this worker, or closed
 //! with `SO_LINGER` 0. A spare spares the next round socket(), ioctl(),
-//! epoll_ctl() and close(): a quarter of a round's CPU (see `Spares`).
+//! epoll_ctl() and close(): a fifth of a round's CPU (see `Spares`).
 //!
 //! With `reuse` or `keepalive`, the peer's owning worker keeps the
 //! connection of a successful round. The next rounds peek it (a failed peek
@@ -1168,7 +1168,7 @@ const SPARE_SHARE: usize = 8;
 /// local port and leaves the socket ready for another `connect()`; the
 /// socket stays non-blocking and registered with epoll. A round on a spare
 /// is connect, peek and disconnect: no socket(), ioctl(), epoll_ctl(),
-/// setsockopt() or close(), about a quarter of a round's CPU on loopback
+/// setsockopt() or close(), about a fifth of a round's CPU on loopback
 /// (`scripts/bench-overhead`).
 ///
 /// A spare keeps its nginx connection, marked idle and reusable: a worker
