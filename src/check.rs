@@ -68,6 +68,13 @@ use crate::shm::{Slot, Zone};
 use crate::upstream::Proto;
 use crate::worker::{Context, Target};
 
+extern "C" {
+    // glibc's prototypes take a transparent union; a pointer is its ABI.
+    #[link_name = "connect"]
+    fn sys_connect(fd: c_int, addr: *const c_void, len: socklen_t) -> c_int;
+    fn getpeername(fd: c_int, addr: *mut c_void, len: *mut socklen_t) -> c_int;
+}
+
 /// Why a round failed; the index is the slot's reason counter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Reason {
@@ -205,7 +212,7 @@ fn check_address(t: &Target) -> Box<[u8]> {
         // SAFETY: the family says which struct the bytes hold; the buffer
         // has the matching length.
         unsafe {
-            let family = u32::from((*addr.as_ptr().cast::<ngx::ffi::sockaddr>()).sa_family);
+            let family = family(&addr);
             if family == AF_INET && len >= size_of::<sockaddr_in>() {
                 (*addr.as_mut_ptr().cast::<sockaddr_in>()).sin_port = port;
             } else if family == AF_INET6 && len >= size_of::<sockaddr_in6>() {
@@ -456,10 +463,6 @@ unsafe fn is_connected(c: *mut ngx_connection_t) -> bool {
     // SAFETY: all-zero is a valid sockaddr_storage.
     let mut sa: sockaddr_storage = unsafe { mem::zeroed() };
     let mut len = size_of::<sockaddr_storage>() as socklen_t;
-    extern "C" {
-        // glibc's prototype takes a transparent union; a pointer is its ABI.
-        fn getpeername(fd: c_int, addr: *mut c_void, len: *mut socklen_t) -> c_int;
-    }
     // SAFETY: valid fd and buffers.
     unsafe { getpeername((*c).fd, ptr::addr_of_mut!(sa).cast(), &mut len) == 0 }
 }
@@ -560,12 +563,8 @@ fn attach(p: &mut Probe, c: *mut ngx_connection_t) {
 /// itself was the problem (an errno no peer causes, such as `EISCONN`): it
 /// is closed and the round goes on with a new socket.
 fn connect_spare(p: &mut Probe, c: *mut ngx_connection_t) -> Option<Option<ngx_int_t>> {
-    extern "C" {
-        // glibc's prototype takes a transparent union; a pointer is its ABI.
-        fn connect(fd: c_int, addr: *const c_void, len: socklen_t) -> c_int;
-    }
     // SAFETY: a live socket; the address buffer holds `len` bytes.
-    let rc = unsafe { connect((*c).fd, p.addr.as_ptr().cast(), p.addr.len() as socklen_t) };
+    let rc = unsafe { sys_connect((*c).fd, p.addr.as_ptr().cast(), p.addr.len() as socklen_t) };
     let err = if rc == -1 { ngx_socket_errno() } else { 0 };
     if rc == 0 || err as u32 == EINPROGRESS {
         attach(p, c);
@@ -577,17 +576,15 @@ fn connect_spare(p: &mut Probe, c: *mut ngx_connection_t) -> Option<Option<ngx_i
     }
     // SAFETY: the spare is ours alone; it holds no connection (CLOSE state).
     unsafe { ngx_close_connection(c) };
-    if !is_local_error(err) && Reason::from_errno(err) == Reason::Error {
-        return None;
-    }
-    finish(
-        p,
-        if is_local_error(err) {
-            Outcome::Local(Local::Errno(err))
-        } else {
-            Outcome::Down(Reason::from_errno(err))
-        },
-    );
+    let outcome = if is_local_error(err) {
+        Outcome::Local(Local::Errno(err))
+    } else {
+        match Reason::from_errno(err) {
+            Reason::Error => return None,
+            r => Outcome::Down(r),
+        }
+    };
+    finish(p, outcome);
     Some(None)
 }
 
@@ -1220,16 +1217,13 @@ impl Spares {
         if exiting() || unsafe { (*c).close() } != 0 || self.with(|v| v.len()) >= room {
             return false;
         }
-        extern "C" {
-            fn connect(fd: c_int, addr: *const c_void, len: socklen_t) -> c_int;
-        }
         let unspec = ngx::ffi::sockaddr {
             sa_family: 0, // AF_UNSPEC
             sa_data: [0; 14],
         };
         // SAFETY: a live socket and a sockaddr of the given size.
         let rc = unsafe {
-            connect(
+            sys_connect(
                 (*c).fd,
                 ptr::addr_of!(unspec).cast(),
                 size_of::<ngx::ffi::sockaddr>() as socklen_t,
@@ -1296,8 +1290,9 @@ unsafe extern "C" fn ngx_healthcheck_spare_handler(ev: *mut ngx_event_t) {
     // SAFETY: connection events carry their connection in `data`.
     let c = unsafe { (*ev).data.cast::<ngx_connection_t>() };
     // SAFETY: a live spare connection.
-    if unsafe { (*c).close() } != 0 || exiting() {
-        SPARES.forget(c);
+    let (closing, log) = unsafe { ((*c).close() != 0, (*c).log) };
+    if closing || exiting() {
+        crate::ffi::guard(log, "spare check socket", (), || SPARES.forget(c));
         // SAFETY: out of the pool; nothing else refers to it.
         unsafe { ngx_close_connection(c) };
     }
