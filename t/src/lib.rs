@@ -68,6 +68,7 @@ pub use conf::{http_conf, upstream};
 pub use nginx::{nginx_t, Builder, Nginx};
 pub use process::fd_count;
 pub use status::{poll_status_json, status_json, Kind, Status};
+pub use sys::set_linger_zero;
 pub use udp::{UdpBackend, UdpMode};
 pub use wait::{assert_holds, try_wait_until, wait_for, wait_until};
 

@@ -22,17 +22,7 @@ use healthcheck_t::{
 const LONG: Duration = Duration::from_secs(10);
 
 fn http_only(port: u16, upstreams: &str, locations: &str) -> String {
-    format!(
-        "http {{
-    access_log off;
-{upstreams}
-    server {{
-        listen 127.0.0.1:{port};
-{locations}
-        location /status {{ healthcheck_status json; }}
-    }}
-}}"
-    )
+    healthcheck_t::conf::http_conf_with(port, upstreams, locations)
 }
 
 /// Wait for the next committed round of `row` after `after` checks; the
@@ -364,21 +354,7 @@ fn late_closer(after: Duration, rst: bool) -> SocketAddr {
             std::thread::spawn(move || {
                 std::thread::sleep(after);
                 if rst {
-                    use std::os::fd::AsRawFd;
-                    let lg = libc::linger {
-                        l_onoff: 1,
-                        l_linger: 0,
-                    };
-                    // SAFETY: a live socket and a linger struct.
-                    unsafe {
-                        libc::setsockopt(
-                            s.as_raw_fd(),
-                            libc::SOL_SOCKET,
-                            libc::SO_LINGER,
-                            (&lg as *const libc::linger).cast(),
-                            std::mem::size_of::<libc::linger>() as libc::socklen_t,
-                        );
-                    }
+                    healthcheck_t::set_linger_zero(&s).expect("SO_LINGER");
                 }
                 drop(s);
             });

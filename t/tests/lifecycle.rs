@@ -39,17 +39,7 @@ const WAIT: Duration = Duration::from_secs(5);
 /// An `http {}` block: `upstreams`, then one server on `port` with
 /// `locations` and `/status` (JSON).
 fn http_block(port: u16, upstreams: &str, locations: &str) -> String {
-    format!(
-        "http {{
-    access_log off;
-    {upstreams}
-    server {{
-        listen 127.0.0.1:{port};
-        {locations}
-        location /status {{ healthcheck_status json; }}
-    }}
-}}"
-    )
+    healthcheck_t::conf::http_conf_with(port, upstreams, locations)
 }
 
 fn status(port: u16) -> Status {
