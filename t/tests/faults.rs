@@ -643,6 +643,114 @@ fn worker_connections_exhausted() {
     });
 }
 
+/// Spare check sockets of `pid` (src/check.rs `Spares`): sockets it holds
+/// that no kernel table lists, since a disconnected TCP socket has no
+/// address. Rounds in flight, listeners, the master's channel and client
+/// connections all appear in one of the tables.
+fn spare_sockets(pid: u32) -> usize {
+    let mut listed = std::collections::HashSet::new();
+    for t in [
+        "tcp", "tcp6", "udp", "udp6", "unix", "raw", "raw6", "netlink",
+    ] {
+        let Ok(text) = fs::read_to_string(format!("/proc/{pid}/net/{t}")) else {
+            continue;
+        };
+        // The inode column: 10th in tcp/udp/raw, 7th in unix, 9th in netlink.
+        let col = match t {
+            "unix" => 6,
+            "netlink" => 8,
+            _ => 9,
+        };
+        for line in text.lines().skip(1) {
+            if let Some(inode) = line.split_whitespace().nth(col) {
+                listed.insert(inode.to_string());
+            }
+        }
+    }
+    let Ok(dir) = fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return 0;
+    };
+    dir.filter_map(|e| fs::read_link(e.ok()?.path()).ok())
+        .filter_map(|l| {
+            let l = l.to_string_lossy().into_owned();
+            Some(l.strip_prefix("socket:[")?.strip_suffix(']')?.to_string())
+        })
+        .filter(|inode| !listed.contains(inode))
+        .count()
+}
+
+/// A worker's spare check sockets never keep connections from clients:
+/// they are nginx's reusable connections, which nginx closes when it runs
+/// short (its "worker_connections are not enough, reusing connections"
+/// warning). 40 peers checked at 1 s, `worker_connections 64` (so up to 8
+/// spares); then stream clients, each held open through to a hanging
+/// backend (two connections each, neither reusable), exhaust the worker:
+/// nginx must reclaim the spares, and checks of healthy peers go on without
+/// a failed round. Without the spares marked reusable nginx has nothing to
+/// reuse and this warning never comes.
+#[test]
+fn spare_check_sockets_give_way_to_clients() {
+    let peers: Vec<Backend> = (0..40).map(|_| Backend::start()).collect();
+    let names: Vec<String> = peers.iter().map(|b| b.addr()).collect();
+    let hang = Backend::with_mode(healthcheck_t::Mode::Hang);
+    let (port, sport) = (free_port(), free_port());
+    let body = format!(
+        "{}
+stream {{
+    server {{ listen 127.0.0.1:{sport}; proxy_pass {}; }}
+}}",
+        http_conf(
+            port,
+            &upstream(
+                "u",
+                &names,
+                "check interval=1000 timeout=200 rise=1 fall=1;"
+            )
+        ),
+        hang.addr()
+    );
+    let mut ng = Nginx::start(&body);
+    ng.allow_log("worker_connections are not enough");
+    let worker = reload_with_worker_connections(&mut ng, 64);
+    // Rounds of 40 peers overlap (50 ms settle windows), so the worker soon
+    // keeps a few spares.
+    assert!(
+        try_wait_until(WAIT, || spare_sockets(worker) >= 3),
+        "the worker kept {} spare sockets, expected 3 or more",
+        spare_sockets(worker)
+    );
+    let before = status_json(port).expect("status");
+    let mark = ng.log_mark();
+    let target = SocketAddr::from((Ipv4Addr::LOCALHOST, sport));
+    let mut clients = Vec::new();
+    for _ in 0..40 {
+        if let Ok(c) = TcpStream::connect_timeout(&target, Duration::from_secs(1)) {
+            clients.push(c);
+        }
+    }
+    ng.wait_for_log_since(
+        mark,
+        "worker_connections are not enough, reusing connections",
+        WAIT,
+    );
+    drop(clients);
+    // Checks go on once the clients are gone; none failed meanwhile (a
+    // round that found no connection is skipped, not failed).
+    let after = poll_status_json(port, WAIT, "rounds after the clients", |s| {
+        names.iter().all(|n| {
+            let c = |s: &Status| {
+                s.peer(Kind::Http, "u", n)
+                    .map_or(0, |p| p["checks"].as_i64().unwrap_or(0))
+            };
+            c(s) > c(&before)
+        })
+    });
+    for n in &names {
+        assert_eq!(int(&after, "u", n, "fails_total"), 0, "{n}: {after}");
+    }
+    assert!(ng.is_running(), "nginx exited");
+}
+
 /// When a round finds no free nginx connection, the module's line must
 /// say so (README: local errors are logged) and must not blame an errno
 /// that is not a local error: ngx_event_connect_peer() fails in
