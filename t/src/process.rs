@@ -76,7 +76,12 @@ mod tests {
         let me = std::process::id();
         assert!(children(me).contains(&child.id()));
         assert!(is_alive(child.id()));
-        assert!(title(child.id()).unwrap().starts_with("sleep"));
+        // spawn() returns once the child is forked, maybe before it has
+        // exec'd `sleep`: until then its title is this test binary's.
+        let exec_deadline = std::time::Duration::from_secs(10);
+        crate::wait::wait_until(exec_deadline, "the child to exec sleep", || {
+            title(child.id()).is_some_and(|t| t.starts_with("sleep"))
+        });
         assert!(fd_count(child.id()).unwrap() >= 1);
         child.kill().unwrap();
         child.wait().unwrap();

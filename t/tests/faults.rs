@@ -722,16 +722,28 @@ stream {{
     let before = status_json(port).expect("status");
     let mark = ng.log_mark();
     let target = SocketAddr::from((Ipv4Addr::LOCALHOST, sport));
+    // Each client holds two of the 64 connections (its own and the one to
+    // the hanging backend), so 40 exhaust the worker. nginx reclaims
+    // reusable connections only when a new connection finds none free and
+    // only while some are idle: a spare is idle between rounds, not during
+    // its round. So clients keep arriving (every accept or round that finds
+    // no free connection tries again) until nginx has reused one; a burst
+    // of clients that lands while every spare is in a round would
+    // otherwise see only "worker_connections are not enough".
+    const REUSED: &str = "worker_connections are not enough, reusing connections";
     let mut clients = Vec::new();
-    for _ in 0..40 {
-        if let Ok(c) = TcpStream::connect_timeout(&target, Duration::from_secs(1)) {
-            clients.push(c);
+    let reused = try_wait_until(WAIT, || {
+        if clients.len() < 400 {
+            if let Ok(c) = TcpStream::connect_timeout(&target, Duration::from_secs(1)) {
+                clients.push(c);
+            }
         }
-    }
-    ng.wait_for_log_since(
-        mark,
-        "worker_connections are not enough, reusing connections",
-        WAIT,
+        clients.len() >= 40 && !ng.log_lines_since(mark, REUSED).is_empty()
+    });
+    assert!(
+        reused,
+        "no error-log line containing {REUSED:?} after {} clients",
+        clients.len()
     );
     drop(clients);
     // Checks go on once the clients are gone; none failed meanwhile (a
