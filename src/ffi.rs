@@ -2,11 +2,14 @@
 //! `ngx_str_t`, dynamic symbol lookup, and the guard that keeps panics from
 //! reaching nginx.
 
-use core::ffi::{c_char, c_void, CStr};
+use core::ffi::{c_void, CStr};
 use core::ptr;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use ngx::ffi::{ngx_conf_t, ngx_log_t, ngx_str_t, ngx_uint_t, NGX_LOG_ALERT};
+use ngx::ffi::{
+    ngx_conf_t, ngx_current_msec, ngx_exiting, ngx_log_t, ngx_quit, ngx_str_t, ngx_terminate,
+    ngx_uint_t, NGX_LOG_ALERT,
+};
 
 /// The bytes of an `ngx_str_t`; empty for a NULL or zero-length string.
 ///
@@ -98,11 +101,20 @@ pub unsafe fn log_at(level: u32, log: *mut ngx_log_t, loc: &ConfLoc, msg: &str) 
 }
 
 /// Run `f`, turning a panic into `fallback` and an `[alert]` so that a bug
-/// never unwinds into nginx's C frames.
+/// never unwinds into nginx's C frames (README: Guarantees and limits,
+/// panics). Every `extern "C"` entry point of the module runs its body
+/// through this.
 pub fn guard<T>(log: *mut ngx_log_t, what: &str, fallback: T, f: impl FnOnce() -> T) -> T {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(v) => v,
         Err(_) => {
+            let log = if log.is_null() {
+                // SAFETY: the running cycle (or NULL before nginx made one).
+                unsafe { (*ptr::addr_of!(ngx::ffi::ngx_cycle)).as_ref() }
+                    .map_or(ptr::null_mut(), |c| c.log)
+            } else {
+                log
+            };
             if !log.is_null() {
                 ngx::ngx_log_error!(
                     NGX_LOG_ALERT,
@@ -116,16 +128,12 @@ pub fn guard<T>(log: *mut ngx_log_t, what: &str, fallback: T, f: impl FnOnce() -
     }
 }
 
-extern "C" {
-    fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *mut c_void;
-}
-
 /// Address of a global exported by the running nginx binary, if any.
 /// nginx links with `-Wl,-E`, so every global of the patched core is visible.
 pub fn find_global(name: &CStr) -> Option<*mut c_void> {
     // SAFETY: RTLD_DEFAULT (NULL on glibc and musl) searches the global
     // scope; `name` is NUL-terminated.
-    let p = unsafe { dlsym(ptr::null_mut(), name.as_ptr()) };
+    let p = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) };
     (!p.is_null()).then_some(p)
 }
 
@@ -150,4 +158,27 @@ pub fn log(level: u32, log: *mut ngx_log_t, args: core::fmt::Arguments<'_>) {
             msg.as_ptr(),
         );
     }
+}
+
+/// nginx's cached monotonic clock, ms (updated once per event-loop turn).
+pub fn monotonic_ms() -> u64 {
+    // SAFETY: a plain global nginx updates on this thread.
+    unsafe { ptr::read_volatile(ptr::addr_of!(ngx_current_msec)) as u64 }
+}
+
+/// nginx's cached wall clock, Unix ms.
+pub fn unix_ms() -> u64 {
+    // SAFETY: `ngx_cached_time` points at a valid time slot once nginx has
+    // started (it is set before any module code runs).
+    unsafe {
+        let tp = *ptr::addr_of!(ngx::ffi::ngx_cached_time);
+        tp.as_ref()
+            .map_or(0, |t| t.sec as u64 * 1000 + t.msec as u64)
+    }
+}
+
+/// Whether the process is shutting down (graceful or fast).
+pub fn exiting() -> bool {
+    // SAFETY: plain process flags.
+    unsafe { ngx_exiting != 0 || ngx_quit != 0 || ngx_terminate != 0 }
 }

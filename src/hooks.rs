@@ -7,12 +7,13 @@
 //! set only in processes that serve traffic.
 
 use core::ffi::{c_void, CStr};
+use core::ptr;
 
 use ngx::ffi::ngx_uint_t;
 
-use crate::ffi::find_global;
+use crate::ffi::{find_global, guard};
+use crate::process;
 use crate::upstream::Proto;
-use crate::worker::WORKER;
 
 const HTTP_HOOK: &CStr = c"ngx_http_upstream_check_peer_down_hook";
 const STREAM_HOOK: &CStr = c"ngx_stream_upstream_check_peer_down_hook";
@@ -67,29 +68,22 @@ pub fn uninstall() {
     }
 }
 
-/// Whether the health check marks `peer` (an rr peer of `proto`, in the
-/// rr peer list `list`, NULL if unknown) down; what the hooks answer, for
-/// balancers of this module.
-#[inline]
-pub(crate) fn peer_down(proto: Proto, list: *mut c_void, peer: *mut c_void) -> ngx_uint_t {
-    crate::refresh_if_reloaded();
-    // No unwinding is possible here: `peer_down` only reads atomics and a
-    // fixed table, with bounds-checked indexing that returns Option.
-    WORKER
-        .get()
-        .is_some_and(|w| w.context(proto).peer_down(list as usize, peer as usize)) as ngx_uint_t
-}
-
 unsafe extern "C" fn ngx_http_upstream_check_peer_down(
     peers: *mut c_void,
     peer: *mut c_void,
 ) -> ngx_uint_t {
-    peer_down(Proto::Http, peers, peer)
+    // `peer_down` reads atomics and a fixed table with bounds-checked
+    // lookups; the guard is there all the same (README: panics).
+    guard(ptr::null_mut(), "selection hook", 0, || {
+        process::peer_down(Proto::Http, peers as usize, peer as usize) as ngx_uint_t
+    })
 }
 
 unsafe extern "C" fn ngx_stream_upstream_check_peer_down(
     peers: *mut c_void,
     peer: *mut c_void,
 ) -> ngx_uint_t {
-    peer_down(Proto::Stream, peers, peer)
+    guard(ptr::null_mut(), "selection hook", 0, || {
+        process::peer_down(Proto::Stream, peers as usize, peer as usize) as ngx_uint_t
+    })
 }

@@ -12,98 +12,17 @@
 use core::ffi::c_void;
 use core::mem::size_of;
 use core::ptr::{self, NonNull};
-use core::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
-use std::collections::{HashMap, VecDeque};
+use core::sync::atomic::Ordering;
 
 use ngx::ffi::{ngx_int_t, ngx_shm_zone_t, ngx_slab_alloc, ngx_slab_pool_t, NGX_ERROR, NGX_OK};
 
-const MAGIC: u64 = 0x6e67_785f_6863_6b31; // "ngx_hck1"
-const LAYOUT_VERSION: u32 = 1;
-
-/// Number of histogram buckets for check durations (the last is +Inf).
-pub const DURATION_BUCKETS: usize = 13;
-/// Failure reasons counted per peer; `Slot::last_reason` stores index + 1.
-pub const REASON_NAMES: [&str; 6] = [
-    "refused",
-    "timeout",
-    "reset",
-    "closed",
-    "icmp-unreachable",
-    "error",
-];
-const REASONS: usize = REASON_NAMES.len();
-
-/// Zone header.
-#[repr(C)]
-pub struct Header {
-    pub magic: u64,
-    pub version: u32,
-    pub nslots: u32,
-    /// Configuration loads that created this zone's lineage: 1 at start.
-    pub generation: AtomicU64,
-}
-
-/// Per-peer state. Written by the worker running the peer's round, read by
-/// everyone. `seq` is a sequence lock for the status page: odd while a
-/// writer updates the statistics.
-#[repr(C)]
-pub struct Slot {
-    /// Identity of the peer (see `identity_hash`), for reload matching.
-    pub identity: AtomicU64,
-    pub seq: AtomicU32,
-    /// 1 = up, 0 = down. Read by the selection hooks.
-    pub up: AtomicU32,
-    pub rise: AtomicU32,
-    pub fall: AtomicU32,
-    /// Round claim: `(worker slot + 1) << 48 | expiry (monotonic ms)`, 0 = free.
-    pub lease: AtomicU64,
-    /// Monotonic ms at which the next round is due.
-    pub next_due: AtomicU64,
-    /// Monotonic ms at which the last round started.
-    pub last_start: AtomicU64,
-    pub checks: AtomicU64,
-    pub fails_total: AtomicU64,
-    /// Delay statistics of successful rounds, ms; `u32::MAX` = none yet.
-    pub last_delay: AtomicU32,
-    pub min_delay: AtomicU32,
-    pub max_delay: AtomicU32,
-    pub last_reason: AtomicU32,
-    pub delay_sum: AtomicU64,
-    pub delay_count: AtomicU64,
-    /// Unix ms of the last up/down flip, 0 = never.
-    pub last_change: AtomicU64,
-    /// Unix ms since the peer is down, 0 = up.
-    pub down_since: AtomicU64,
-    pub duration_sum: AtomicU64,
-    pub failures: [AtomicU32; REASONS],
-    pub duration_buckets: [AtomicU32; DURATION_BUCKETS],
-}
-
-impl Slot {
-    /// Start an update of the statistics (one writer at a time: the
-    /// worker holding the round's lease). The counter is made odd whatever
-    /// it was, so a writer that died mid-update cannot invert its parity.
-    pub fn write_begin(&self) -> u32 {
-        let odd = self.seq.load(Ordering::Relaxed) | 1;
-        self.seq.store(odd, Ordering::Relaxed);
-        fence(Ordering::Release);
-        odd
-    }
-
-    /// End the update started by `write_begin`.
-    pub fn write_end(&self, odd: u32) {
-        self.seq.store(odd.wrapping_add(1), Ordering::Release);
-    }
-}
-
-/// Bytes of shared memory per checked peer.
-pub const SLOT_SIZE: usize = size_of::<Slot>();
-const _: () = assert!(SLOT_SIZE <= 256, "a peer's slot must stay within 256 bytes");
+use healthcheck_core::zone::{self, LAYOUT_VERSION, MAGIC};
+pub use healthcheck_core::zone::{Header, Slot};
 
 /// Bytes of zone memory `nslots` peers need, slab bookkeeping included,
 /// rounded up to whole pages.
 pub fn required_size(nslots: usize, page: usize) -> usize {
-    let data = size_of::<Header>() + nslots.max(1) * SLOT_SIZE;
+    let data = zone::data_bytes(nslots);
     let data_pages = data.div_ceil(page);
     // ngx_slab_init: the pool header and per-size statistics, one page
     // descriptor per page, and up to one page lost to alignment.
@@ -167,6 +86,17 @@ pub struct ZonePlan {
 /// Called by nginx with a zone registered by this module; `zone->data`
 /// holds the `ZonePlan` (allocated in the configuration pool).
 pub unsafe extern "C" fn init_zone(zone: *mut ngx_shm_zone_t, old: *mut c_void) -> ngx_int_t {
+    // SAFETY: nginx passes a valid zone of the cycle being configured.
+    let log = unsafe { zone.as_ref() }.map_or(ptr::null_mut(), |z| z.shm.log);
+    crate::ffi::guard(log, "zone init", NGX_ERROR as ngx_int_t, || {
+        // SAFETY: the function's contract.
+        unsafe { init_zone_data(zone, old) }
+    })
+}
+
+/// # Safety
+/// As for [`init_zone`].
+unsafe fn init_zone_data(zone: *mut ngx_shm_zone_t, old: *mut c_void) -> ngx_int_t {
     // SAFETY: nginx passes a valid zone; see the function's contract.
     let zone = unsafe { &mut *zone };
     let plan = zone.data.cast::<ZonePlan>();
@@ -176,7 +106,7 @@ pub unsafe extern "C" fn init_zone(zone: *mut ngx_shm_zone_t, old: *mut c_void) 
     };
     let shpool = zone.shm.addr.cast::<ngx_slab_pool_t>();
     let n = plan.identities.len();
-    let bytes = size_of::<Header>() + n.max(1) * SLOT_SIZE;
+    let bytes = zone::data_bytes(n);
     // SAFETY: nginx initialised the slab pool at the start of the zone.
     let mem = unsafe { ngx_slab_alloc(shpool, bytes) };
     if mem.is_null() {
@@ -197,8 +127,8 @@ pub unsafe extern "C" fn init_zone(zone: *mut ngx_shm_zone_t, old: *mut c_void) 
     };
     // nginx 1.28 hands a `noreuse` zone the old zone's data; 1.26 does
     // not: find it by name among the running cycle's zones.
-    // SAFETY: during a reload `ngx_cycle` is still the running cycle.
     let old = if old.is_null() {
+        // SAFETY: during a reload `ngx_cycle` is still the running cycle.
         unsafe { running_zone_data(&zone.shm.name) }
     } else {
         old
@@ -213,6 +143,7 @@ pub unsafe extern "C" fn init_zone(zone: *mut ngx_shm_zone_t, old: *mut c_void) 
             // SAFETY: only `data` is read.
             ..unsafe { core::mem::zeroed() }
         };
+        // SAFETY: see above.
         unsafe { Zone::from_shm_zone(&fake) }
     };
     // One generation for the whole configuration: both contexts' zones of
@@ -225,28 +156,8 @@ pub unsafe extern "C" fn init_zone(zone: *mut ngx_shm_zone_t, old: *mut c_void) 
         + 1;
     h.generation.store(generation, Ordering::Release);
 
-    // Old slots by identity; a repeated identity (the same server listed
-    // twice) matches its occurrences in order.
-    let mut by_identity: HashMap<u64, VecDeque<&Slot>> = HashMap::new();
-    for s in old.iter().flat_map(|o| o.slots()) {
-        let id = s.identity.load(Ordering::Relaxed);
-        by_identity.entry(id).or_default().push_back(s);
-    }
-    for (i, slot) in new.slots().iter().enumerate() {
-        let id = plan.identities[i];
-        slot.identity.store(id, Ordering::Relaxed);
-        slot.last_delay.store(u32::MAX, Ordering::Relaxed);
-        slot.min_delay.store(u32::MAX, Ordering::Relaxed);
-        slot.max_delay.store(u32::MAX, Ordering::Relaxed);
-        let inherited = by_identity.get_mut(&id).and_then(VecDeque::pop_front);
-        match inherited {
-            Some(prev) => copy_state(prev, slot),
-            None => {
-                let up = !plan.default_down[i];
-                slot.up.store(up as u32, Ordering::Relaxed);
-            }
-        }
-    }
+    let old_slots = old.as_ref().map_or(&[][..], Zone::slots);
+    zone::fill(new.slots(), old_slots, &plan.identities, &plan.default_down);
     zone.data = mem;
     NGX_OK as ngx_int_t
 }
@@ -312,32 +223,4 @@ unsafe fn running_zone_data(name: &ngx::ffi::ngx_str_t) -> *mut c_void {
         .into_iter()
         .find(|(n, _)| *n == name)
         .map_or(ptr::null_mut(), |(_, z)| z.header.as_ptr().cast())
-}
-
-fn copy_state(from: &Slot, to: &Slot) {
-    macro_rules! copy {
-        ($($f:ident),*) => { $( to.$f.store(from.$f.load(Ordering::Relaxed), Ordering::Relaxed); )* };
-    }
-    copy!(
-        up,
-        rise,
-        fall,
-        checks,
-        fails_total,
-        last_delay,
-        min_delay,
-        max_delay,
-        last_reason,
-        delay_sum,
-        delay_count,
-        last_change,
-        down_since,
-        duration_sum
-    );
-    for (a, b) in from.failures.iter().zip(&to.failures) {
-        b.store(a.load(Ordering::Relaxed), Ordering::Relaxed);
-    }
-    for (a, b) in from.duration_buckets.iter().zip(&to.duration_buckets) {
-        b.store(a.load(Ordering::Relaxed), Ordering::Relaxed);
-    }
 }

@@ -19,22 +19,22 @@ use core::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use healthcheck_core::conf::StatusFormat;
-use healthcheck_core::status::{
-    self as st, Counts, Format, Group, Meta, PeerRow, Query, Renderer, DURATION_SLOTS,
-};
+use healthcheck_core::status::{self as st, Counts, Format, Group, Meta, PeerRow, Query, Renderer};
 use ngx::ffi::{
     ngx_add_timer, ngx_buf_t, ngx_chain_t, ngx_cycle_t, ngx_del_timer, ngx_delete_posted_event,
     ngx_event_t, ngx_http_cleanup_add, ngx_http_cleanup_t, ngx_http_discard_request_body,
     ngx_http_finalize_request, ngx_http_output_filter, ngx_http_request_t,
     ngx_http_run_posted_requests, ngx_http_send_header, ngx_int_t, ngx_list_push, ngx_msec_t,
     ngx_pcalloc, ngx_pool_cleanup_add, ngx_post_event, ngx_posted_next_events, ngx_str_t,
-    ngx_table_elt_t, ngx_time, NGX_DECLINED, NGX_DONE, NGX_ERROR, NGX_HTTP_GET, NGX_HTTP_HEAD,
+    ngx_table_elt_t, NGX_DECLINED, NGX_DONE, NGX_ERROR, NGX_HTTP_GET, NGX_HTTP_HEAD,
     NGX_HTTP_INTERNAL_SERVER_ERROR, NGX_LOG_ALERT, NGX_LOG_DEBUG, NGX_OK,
 };
 
-use crate::ffi::{guard, str_bytes};
-use crate::shm::{Slot, REASON_NAMES};
-use crate::worker::WORKER;
+use crate::ffi::{guard, str_bytes, unix_ms};
+use crate::process;
+use crate::worker::Worker;
+use healthcheck_core::reason::{self, Reason, REASONS};
+use healthcheck_core::zone::{Slot, Snapshot};
 
 fn format_of(f: StatusFormat) -> Format {
     match f {
@@ -43,64 +43,6 @@ fn format_of(f: StatusFormat) -> Format {
         StatusFormat::Json => Format::Json,
         StatusFormat::Prometheus => Format::Prometheus,
     }
-}
-
-/// A consistent copy of one slot.
-#[derive(Default)]
-struct Snapshot {
-    up: bool,
-    rise: u32,
-    fall: u32,
-    checks: u64,
-    fails_total: u64,
-    last_delay: u32,
-    min_delay: u32,
-    max_delay: u32,
-    last_reason: u32,
-    delay_sum: u64,
-    delay_count: u64,
-    last_change: u64,
-    down_since: u64,
-    duration_sum: u64,
-    failures: [u64; REASON_NAMES.len()],
-    buckets: [u64; DURATION_SLOTS],
-}
-
-fn snapshot(s: &Slot) -> Snapshot {
-    let r = Ordering::Relaxed;
-    let mut snap = Snapshot::default();
-    // A writer that died mid-update leaves `seq` odd for good: after a few
-    // tries take what is there rather than spin.
-    for _ in 0..64 {
-        let before = s.seq.load(Ordering::Acquire);
-        snap = Snapshot {
-            up: s.up.load(r) != 0,
-            rise: s.rise.load(r),
-            fall: s.fall.load(r),
-            checks: s.checks.load(r),
-            fails_total: s.fails_total.load(r),
-            last_delay: s.last_delay.load(r),
-            min_delay: s.min_delay.load(r),
-            max_delay: s.max_delay.load(r),
-            last_reason: s.last_reason.load(r),
-            delay_sum: s.delay_sum.load(r),
-            delay_count: s.delay_count.load(r),
-            last_change: s.last_change.load(r),
-            down_since: s.down_since.load(r),
-            duration_sum: s.duration_sum.load(r),
-            failures: core::array::from_fn(|i| u64::from(s.failures[i].load(r))),
-            buckets: core::array::from_fn(|i| {
-                s.duration_buckets
-                    .get(i)
-                    .map_or(0, |b| u64::from(b.load(r)))
-            }),
-        };
-        core::sync::atomic::fence(Ordering::Acquire);
-        if before & 1 == 0 && s.seq.load(Ordering::Relaxed) == before {
-            break;
-        }
-    }
-    snap
 }
 
 fn delay(v: u32) -> i64 {
@@ -122,7 +64,7 @@ struct Row {
     check_type: &'static str,
     port: u16,
     snap: Snapshot,
-    reasons: [(&'static str, u64); REASON_NAMES.len()],
+    reasons: [(&'static str, u64); REASONS],
 }
 
 impl Row {
@@ -149,25 +91,13 @@ impl Row {
             checks: s.checks,
             fails_total: s.fails_total,
             failures_by_reason: &self.reasons,
-            last_failure_reason: (s.last_reason as usize)
-                .checked_sub(1)
-                .and_then(|i| REASON_NAMES.get(i).copied()),
+            last_failure_reason: s.last_reason().map(Reason::name),
             last_change_ms: s.last_change,
             down_since_ms: (!s.up && s.down_since != 0).then_some(s.down_since),
             duration_buckets: &s.buckets,
             duration_sum_ms: s.duration_sum,
             duration_count: s.buckets.iter().sum(),
         }
-    }
-}
-
-fn unix_ms() -> u64 {
-    // SAFETY: nginx's cached time, valid in any process after start.
-    unsafe {
-        let tp = *ptr::addr_of!(ngx::ffi::ngx_cached_time);
-        tp.as_ref().map_or(ngx_time() as u64 * 1000, |t| {
-            t.sec as u64 * 1000 + t.msec as u64
-        })
     }
 }
 
@@ -236,7 +166,6 @@ impl Job {
 
     /// Copy up to [`BATCH`] slots of context `ctx` from target `pos`.
     fn copy(&mut self, ctx: usize, pos: usize) {
-        crate::refresh_if_reloaded();
         // SAFETY: nginx's current cycle.
         let cycle = unsafe { *ptr::addr_of!(ngx::ffi::ngx_cycle) }.cast_const();
         if !ptr::eq(cycle, self.cycle) {
@@ -249,10 +178,17 @@ impl Job {
                 return;
             }
         }
-        let Some(w) = WORKER.get() else {
-            self.start_render(0);
-            return;
-        };
+        let next = process::with(|w| self.copy_from(w, ctx, pos));
+        match next {
+            Some(Ok(phase)) => self.phase = phase,
+            Some(Err(generation)) => self.start_render(generation),
+            None => self.start_render(0),
+        }
+    }
+
+    /// The copy step on the worker's state: the next phase, or `Err` with
+    /// the zones' generation once every slot is copied.
+    fn copy_from(&mut self, w: &Worker, ctx: usize, pos: usize) -> Result<Phase, u64> {
         if self.rows.is_empty() {
             // One allocation, not a doubling copy of megabytes mid-page.
             self.rows
@@ -268,36 +204,34 @@ impl Job {
                 .zone
                 .as_ref()
                 .and_then(|z| z.slot(t.index as usize))
-                .map(snapshot)
+                .map(Slot::snapshot)
                 .unwrap_or_default();
             let upstream = self.name(t.upstream_bytes());
             let name = self.name(t.peer.name_bytes());
-            let reasons = core::array::from_fn(|i| (REASON_NAMES[i], snap.failures[i]));
+            let reasons = core::array::from_fn(|i| (reason::NAMES[i], snap.failures[i]));
             self.rows.push(Row {
                 group,
                 index: t.index,
                 upstream,
                 name,
-                check_type: t.check.check_type.as_str(),
-                port: t.check.port,
+                check_type: t.check.conf.check_type.as_str(),
+                port: t.check.conf.port,
                 snap,
                 reasons,
             });
         }
-        self.phase = if end < context.targets.len() {
-            Phase::Copy(ctx, end)
+        if end < context.targets.len() {
+            Ok(Phase::Copy(ctx, end))
         } else if ctx == 0 {
-            Phase::Copy(1, 0)
+            Ok(Phase::Copy(1, 0))
         } else {
-            let generation = [w.http.zone, w.stream.zone]
+            Err([w.http.zone, w.stream.zone]
                 .iter()
                 .flatten()
                 .map(|z| z.header().generation.load(Ordering::Acquire))
                 .max()
-                .unwrap_or(0);
-            self.start_render(generation);
-            return;
-        };
+                .unwrap_or(0))
+        }
     }
 
     fn name(&mut self, bytes: &[u8]) -> (u32, u32) {
@@ -434,8 +368,7 @@ unsafe fn send(
     cln.data = body.cast();
     cln.handler = Some(drop_body);
     // SAFETY: `body` is ours until the pool's cleanup drops it.
-    let bytes = unsafe { (*body).as_mut_ptr() };
-    let len = unsafe { (*body).len() };
+    let (bytes, len) = unsafe { ((*body).as_mut_ptr(), (*body).len()) };
     buf.pos = bytes;
     buf.start = bytes;
     // SAFETY: within the body.
@@ -456,8 +389,10 @@ unsafe fn send(
 /// Pool cleanup: free a body handed to [`send`].
 unsafe extern "C" fn drop_body(data: *mut c_void) {
     if !data.is_null() {
-        // SAFETY: made by `Box::into_raw` in `send`, dropped once.
-        drop(unsafe { Box::from_raw(data.cast::<Vec<u8>>()) });
+        guard(ptr::null_mut(), "status body", (), || {
+            // SAFETY: made by `Box::into_raw` in `send`, dropped once.
+            drop(unsafe { Box::from_raw(data.cast::<Vec<u8>>()) })
+        });
     }
 }
 
@@ -528,7 +463,7 @@ unsafe fn handle(r: &mut ngx_http_request_t) -> ngx_int_t {
         return NGX_HTTP_INTERNAL_SERVER_ERROR as ngx_int_t;
     }
     // SAFETY: the location's conf of this module, set by `healthcheck_status`.
-    let Some(default) = (unsafe { crate::status_format(r) }) else {
+    let Some(default) = (unsafe { status_format(r) }) else {
         return NGX_DECLINED as ngx_int_t;
     };
     // SAFETY: args point into the request buffer.
@@ -553,6 +488,19 @@ unsafe fn handle(r: &mut ngx_http_request_t) -> ngx_int_t {
     unsafe { suspend(r, job) }
 }
 
+/// The `healthcheck_status` format of the request's location.
+///
+/// # Safety
+/// `r` is a live request.
+unsafe fn status_format(r: &ngx_http_request_t) -> Option<StatusFormat> {
+    // SAFETY: the module's index, set when nginx loaded it.
+    let index = unsafe { (*ptr::addr_of!(crate::ngx_http_upstream_check_module)).ctx_index };
+    // SAFETY: loc_conf holds one entry per http module.
+    let lcf = unsafe { *r.loc_conf.add(index) }.cast::<crate::conf::LocConf>();
+    // SAFETY: our loc conf, allocated by create_loc_conf.
+    unsafe { lcf.as_ref() }.and_then(|c| c.status)
+}
+
 /// Continue `job` on the next event-loop turns; the request stays open
 /// (`count` + 1, released by `ngx_http_finalize_request` when sent).
 ///
@@ -566,37 +514,41 @@ unsafe fn suspend(r: &mut ngx_http_request_t, job: Job) -> ngx_int_t {
     }
     // SAFETY: the connection of a live request is valid.
     let log = unsafe { (*r.connection).log };
-    // SAFETY: ngx_event_t is plain data; all zero is its initial state.
-    let mut p = Box::new(Pending {
+    // Made with `Box::into_raw` and used only through that pointer: nginx
+    // holds it (events' data, the cleanup's data) until `release`.
+    let p = Box::into_raw(Box::new(Pending {
         r,
         job,
+        // SAFETY: ngx_event_t is plain data; all zero is its initial state.
         step: unsafe { core::mem::zeroed() },
+        // SAFETY: as above.
         guard: unsafe { core::mem::zeroed() },
         cln,
         turns: 1,
-    });
-    let data: *mut Pending = &mut *p;
-    for (ev, handler) in [
-        (
-            &mut p.step,
-            step_handler as unsafe extern "C" fn(*mut ngx_event_t),
-        ),
-        (&mut p.guard, guard_handler),
-    ] {
-        ev.data = data.cast();
-        ev.handler = Some(handler);
-        ev.log = log;
-    }
-    let p = Box::into_raw(p);
+    }));
     // SAFETY: `p` is live until `release`; `cln` is a fresh cleanup record,
     // `r.main` the live main request; the events are registered once.
     unsafe {
+        for (ev, handler) in [
+            (
+                ptr::addr_of_mut!((*p).step),
+                step_handler as unsafe extern "C" fn(*mut ngx_event_t),
+            ),
+            (ptr::addr_of_mut!((*p).guard), guard_handler),
+        ] {
+            (*ev).data = p.cast();
+            (*ev).handler = Some(handler);
+            (*ev).log = log;
+        }
         (*cln).handler = Some(cleanup_handler);
         (*cln).data = p.cast();
         let main = &mut *r.main;
         main.set_count(main.count() + 1);
-        ngx_add_timer(&mut (*p).guard, GUARD_MS);
-        ngx_post_event(&mut (*p).step, ptr::addr_of_mut!(ngx_posted_next_events));
+        ngx_add_timer(ptr::addr_of_mut!((*p).guard), GUARD_MS);
+        ngx_post_event(
+            ptr::addr_of_mut!((*p).step),
+            ptr::addr_of_mut!(ngx_posted_next_events),
+        );
     }
     ngx::ngx_log_error!(
         NGX_LOG_DEBUG,
@@ -637,10 +589,12 @@ unsafe extern "C" fn cleanup_handler(data: *mut c_void) {
     if data.is_null() {
         return;
     }
-    // SAFETY: set by `suspend`; cleanups run once, and `release` clears
-    // the record when the page completes first.
-    let p = unsafe { release(data.cast()) };
-    drop(p);
+    guard(ptr::null_mut(), "status page cleanup", (), || {
+        // SAFETY: set by `suspend`; cleanups run once, and `release`
+        // clears the record when the page completes first.
+        let p = unsafe { release(data.cast()) };
+        drop(p);
+    });
 }
 
 /// The guard timer fired: a page took a minute. Nothing to do but keep the

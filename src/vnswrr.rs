@@ -27,11 +27,11 @@ use core::ptr;
 use healthcheck_core::vnswrr::{Ring, Verdict};
 use ngx::core::{NGX_CONF_ERROR, NGX_CONF_OK};
 use ngx::ffi::{
-    ngx_conf_t, ngx_current_msec, ngx_http_conf_ctx_t, ngx_http_request_t,
-    ngx_http_upstream_module, ngx_int_t, ngx_log_t, ngx_msec_t, ngx_palloc, ngx_peer_connection_t,
-    ngx_pool_t, ngx_rwlock_rlock, ngx_rwlock_unlock, ngx_rwlock_wlock, ngx_stream_conf_ctx_t,
-    ngx_stream_session_t, ngx_stream_upstream_module, ngx_uint_t, time_t, NGX_BUSY, NGX_ERROR,
-    NGX_LOG_ALERT, NGX_LOG_EMERG, NGX_LOG_WARN, NGX_OK, NGX_STREAM_UPS_CONF,
+    ngx_conf_t, ngx_http_conf_ctx_t, ngx_http_request_t, ngx_http_upstream_module, ngx_int_t,
+    ngx_log_t, ngx_msec_t, ngx_palloc, ngx_peer_connection_t, ngx_pool_t, ngx_rwlock_rlock,
+    ngx_rwlock_unlock, ngx_rwlock_wlock, ngx_stream_conf_ctx_t, ngx_stream_session_t,
+    ngx_stream_upstream_module, ngx_uint_t, time_t, NGX_BUSY, NGX_ERROR, NGX_LOG_ALERT,
+    NGX_LOG_EMERG, NGX_LOG_WARN, NGX_OK, NGX_STREAM_UPS_CONF,
 };
 
 use crate::conf::UpsConf;
@@ -200,15 +200,12 @@ impl Session for ngx_stream_session_t {
     }
 }
 
-/// nginx's cached clock: (seconds, milliseconds).
+/// nginx's cached clocks: (wall seconds, monotonic milliseconds).
 fn now() -> (time_t, ngx_msec_t) {
-    // SAFETY: nginx keeps ngx_cached_time valid and updates both values
-    // on this thread (the event loop).
-    unsafe {
-        let tp = ptr::read_volatile(ptr::addr_of!(ngx::ffi::ngx_cached_time));
-        let sec = tp.as_ref().map_or(0, |t| t.sec);
-        (sec, ptr::read_volatile(ptr::addr_of!(ngx_current_msec)))
-    }
+    (
+        (crate::ffi::unix_ms() / 1000) as time_t,
+        crate::ffi::monotonic_ms() as ngx_msec_t,
+    )
 }
 
 fn random() -> u64 {
@@ -477,7 +474,7 @@ macro_rules! balancer {
             }
 
             fn check_down(peer: *mut Peer) -> bool {
-                crate::hooks::peer_down($proto, core::ptr::null_mut(), peer.cast()) != 0
+                crate::process::peer_down($proto, 0, peer as usize)
             }
 
             /// nginx's single-peer path: no ring, no tried bitmap, no
@@ -575,9 +572,9 @@ macro_rules! balancer {
                     }
                     Verdict::Usable
                 };
-                // SAFETY: as above.
                 let take = |i: usize| {
                     live.get(i)
+                        // SAFETY: as above.
                         .is_some_and(|&p| unsafe { take(peers, p.cast(), sec, true) })
                 };
                 let Some(i) = ring.select(msec as u64, random, check, take) else {

@@ -1,10 +1,13 @@
-//! Per-process state: for each context (http, stream) the checked peers in
-//! status order, the map the selection hooks use, and the shared zone.
+//! What a worker knows of its checked peers: for each context (http,
+//! stream) the peers in status order, the map the selection hooks use, and
+//! the shared zone. Built once per process (and per in-place reload) by
+//! `process`, read through `process::with`.
 //!
 //! nginx runs every module callback of a process on one thread, so this
 //! state needs no locks; `Cell` documents that single-threaded contract.
 
-use core::cell::{Cell, UnsafeCell};
+use core::cell::Cell;
+use std::rc::Rc;
 
 use healthcheck_core::conf::CheckConf;
 use healthcheck_core::ptrmap::PtrMap;
@@ -14,15 +17,20 @@ use crate::ffi::str_bytes;
 use crate::shm::Zone;
 use crate::upstream::{PeerRef, Proto, UpstreamRef};
 
+/// An upstream's check settings, shared by its peers' targets and probes.
+pub struct UpstreamCheck {
+    pub conf: CheckConf,
+    /// `check_keepalive_requests` (default 10).
+    pub keepalive_requests: u32,
+}
+
 /// One checked peer as the worker sees it.
 pub struct Target {
     /// Index in the status output and in the zone (per context).
     pub index: u32,
     pub upstream: ngx_str_t,
     pub peer: PeerRef,
-    pub check: CheckConf,
-    /// `check_keepalive_requests` (default 10).
-    pub keepalive_requests: u32,
+    pub check: Rc<UpstreamCheck>,
 }
 
 impl Target {
@@ -51,16 +59,19 @@ impl Context {
     pub fn new(zone: Option<Zone>, upstreams: &[UpstreamRef]) -> Self {
         let mut targets = Vec::new();
         for u in upstreams {
-            let Some(check) = &u.conf().check else {
+            let Some(conf) = &u.conf().check else {
                 continue;
             };
+            let check = Rc::new(UpstreamCheck {
+                conf: conf.clone(),
+                keepalive_requests: u.conf().keepalive_requests.unwrap_or(10),
+            });
             for p in &u.peers {
                 targets.push(Target {
                     index: targets.len() as u32,
                     upstream: u.name,
                     peer: *p,
-                    check: check.clone(),
-                    keepalive_requests: u.conf().keepalive_requests.unwrap_or(10),
+                    check: Rc::clone(&check),
                 });
             }
         }
@@ -126,29 +137,5 @@ impl Worker {
             Proto::Http => &self.http,
             Proto::Stream => &self.stream,
         }
-    }
-}
-
-/// Holder of the process's `Worker`.
-pub struct ProcessCell(UnsafeCell<Option<Worker>>);
-
-// SAFETY: nginx calls module code from a single thread per process.
-unsafe impl Sync for ProcessCell {}
-
-pub static WORKER: ProcessCell = ProcessCell(UnsafeCell::new(None));
-
-impl ProcessCell {
-    /// The worker state, once `init_process` has set it.
-    pub fn get(&self) -> Option<&Worker> {
-        // SAFETY: single-threaded; `set`/`clear` are never called while a
-        // reference from `get` is alive (they run in init/exit process).
-        unsafe { (*self.0.get()).as_ref() }
-    }
-
-    /// # Safety
-    /// No reference from `get` may be alive.
-    pub unsafe fn set(&self, w: Option<Worker>) {
-        // SAFETY: per the contract.
-        unsafe { *self.0.get() = w };
     }
 }

@@ -1,0 +1,104 @@
+//! Timer arithmetic of a round (README: How checks work).
+//!
+//! Timers that may fire a little late (the look at the schedule that starts
+//! a round, the end of a TCP settle window) are aligned to a grid of
+//! `interval / 50`, 1 to 20 ms, on nginx's monotonic clock, so that the
+//! rounds of many peers share a worker wake-up. A settle window is at most
+//! a quarter of the timeout and 100 ms, never past the round's timeout, and
+//! its alignment never makes it end past the timeout either.
+
+/// Longest delay alignment adds to a timer: `interval / 50`, 1 .. 20 ms.
+pub fn grid_step(interval_ms: u64) -> u64 {
+    (interval_ms / 50).clamp(1, 20)
+}
+
+/// Milliseconds from `now` to the first grid point at or after `at` (and
+/// at least 1 ms from now).
+pub fn aligned_delay(now: u64, at: u64, step: u64) -> u64 {
+    let step = step.max(1);
+    let at = at.max(now.saturating_add(1));
+    at.div_ceil(step).saturating_mul(step) - now
+}
+
+/// Longest a TCP round watches a fresh connection for a close or reset
+/// after its connect and peek: a quarter of the timeout, at most 100 ms,
+/// and what is left of the timeout (`elapsed_ms` of it spent). 0 means the
+/// round ends at once.
+pub fn settle_window(timeout_ms: u64, elapsed_ms: u64) -> u64 {
+    let budget = timeout_ms.saturating_sub(elapsed_ms);
+    budget.min(timeout_ms / 4).min(100)
+}
+
+/// The settle timer's delay at `now`: aligned to the grid unless that would
+/// end the round past its timeout (`budget_ms` left), then exactly
+/// `settle_ms`.
+pub fn settle_delay(now: u64, settle_ms: u64, budget_ms: u64, step: u64) -> u64 {
+    let aligned = aligned_delay(now, now.saturating_add(settle_ms), step);
+    if aligned <= budget_ms {
+        aligned
+    } else {
+        settle_ms
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn grid_steps() {
+        assert_eq!(grid_step(0), 1);
+        assert_eq!(grid_step(49), 1);
+        assert_eq!(grid_step(100), 2);
+        assert_eq!(grid_step(1000), 20);
+        assert_eq!(grid_step(60_000), 20);
+    }
+
+    #[test]
+    fn aligned_delays() {
+        assert_eq!(aligned_delay(100, 100, 20), 20); // at least 1 ms: 101 -> 120
+        assert_eq!(aligned_delay(100, 105, 20), 20);
+        assert_eq!(aligned_delay(100, 120, 20), 20);
+        assert_eq!(aligned_delay(100, 121, 20), 40);
+        assert_eq!(aligned_delay(7, 3, 1), 1);
+        assert_eq!(aligned_delay(0, 50, 0), 50);
+    }
+
+    #[test]
+    fn settle_windows() {
+        assert_eq!(settle_window(1000, 3), 100);
+        assert_eq!(settle_window(200, 0), 50);
+        assert_eq!(settle_window(200, 180), 20);
+        assert_eq!(settle_window(200, 250), 0);
+        assert_eq!(settle_window(3, 0), 0);
+        // Aligned when it fits, exact when alignment would overrun.
+        assert_eq!(settle_delay(100, 50, 150, 20), 60);
+        assert_eq!(settle_delay(100, 50, 55, 20), 50);
+    }
+
+    proptest! {
+        #[test]
+        fn aligned_delay_lands_on_the_grid(now in 0u64..1 << 40, ahead in 0u64..100_000, interval in 0u64..100_000) {
+            let step = grid_step(interval);
+            let d = aligned_delay(now, now + ahead, step);
+            prop_assert!(d >= 1);
+            prop_assert_eq!((now + d) % step, 0);
+            prop_assert!(now + d >= now + ahead);
+            prop_assert!(d < ahead.max(1) + step);
+        }
+
+        #[test]
+        fn settle_never_ends_past_the_timeout(now in 0u64..1 << 40, timeout in 0u64..100_000, elapsed in 0u64..100_000, interval in 0u64..100_000) {
+            let settle = settle_window(timeout, elapsed);
+            prop_assert!(settle <= 100 && settle <= timeout / 4);
+            prop_assert!(elapsed + settle <= timeout.max(elapsed));
+            if settle > 0 {
+                let budget = timeout - elapsed;
+                let d = settle_delay(now, settle, budget, grid_step(interval));
+                prop_assert!(d <= budget, "delay {} past budget {}", d, budget);
+                prop_assert!(d >= settle);
+            }
+        }
+    }
+}

@@ -1,0 +1,464 @@
+//! The shared zone's data model: a header and one fixed-size slot per
+//! checked peer, made only of atomics and integers so that any process can
+//! map it, and round recording and consistent reading on top.
+//!
+//! The module (src/shm.rs) allocates the zone and views its memory as these
+//! types; everything that decides what a slot holds lives here, testable
+//! without nginx. One writer at a time updates a slot's statistics (the
+//! worker holding the round's lease); the status page and the selection
+//! hooks read without locks.
+
+use core::mem::size_of;
+use core::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+use std::collections::{HashMap, VecDeque};
+
+use crate::health::{Health, Transition};
+use crate::reason::{Reason, REASONS};
+use crate::status::{duration_bucket, DURATION_SLOTS};
+
+/// "ngx_hck1": written first into a zone this module initialised.
+pub const MAGIC: u64 = 0x6e67_785f_6863_6b31;
+/// Bumped whenever the layout of [`Header`] or [`Slot`] changes.
+pub const LAYOUT_VERSION: u32 = 1;
+
+/// Zone header.
+#[repr(C)]
+pub struct Header {
+    pub magic: u64,
+    pub version: u32,
+    pub nslots: u32,
+    /// Configuration loads that created this zone's lineage: 1 at start.
+    pub generation: AtomicU64,
+}
+
+/// Per-peer state. `seq` is a sequence lock for readers: odd while a
+/// writer updates the statistics.
+#[repr(C)]
+#[derive(Default)]
+pub struct Slot {
+    /// Identity of the peer (`identity::identity_hash`), for reload matching.
+    pub identity: AtomicU64,
+    pub seq: AtomicU32,
+    /// 1 = up, 0 = down. Read by the selection hooks.
+    pub up: AtomicU32,
+    pub rise: AtomicU32,
+    pub fall: AtomicU32,
+    /// Round claim: `schedule::lease`, 0 = free.
+    pub lease: AtomicU64,
+    /// Monotonic ms at which the next round is due.
+    pub next_due: AtomicU64,
+    /// Monotonic ms at which the last round started.
+    pub last_start: AtomicU64,
+    pub checks: AtomicU64,
+    pub fails_total: AtomicU64,
+    /// Delay statistics of successful rounds, ms; `u32::MAX` = none yet.
+    pub last_delay: AtomicU32,
+    pub min_delay: AtomicU32,
+    pub max_delay: AtomicU32,
+    /// `Reason::stored` of the last failure, 0 = none.
+    pub last_reason: AtomicU32,
+    pub delay_sum: AtomicU64,
+    pub delay_count: AtomicU64,
+    /// Unix ms of the last up/down flip, 0 = never.
+    pub last_change: AtomicU64,
+    /// Unix ms since the peer is down, 0 = up.
+    pub down_since: AtomicU64,
+    pub duration_sum: AtomicU64,
+    pub failures: [AtomicU32; REASONS],
+    pub duration_buckets: [AtomicU32; DURATION_SLOTS],
+}
+
+/// Bytes of shared memory per checked peer.
+pub const SLOT_SIZE: usize = size_of::<Slot>();
+const _: () = assert!(SLOT_SIZE <= 256, "a peer's slot must stay within 256 bytes");
+
+/// Bytes of zone data (header and slots) for `nslots` peers.
+pub const fn data_bytes(nslots: usize) -> usize {
+    let n = if nslots == 0 { 1 } else { nslots };
+    size_of::<Header>() + n * SLOT_SIZE
+}
+
+/// What a round found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RoundResult {
+    /// Healthy, with the delay to report (ms).
+    Up { delay_ms: u64 },
+    /// Failed, and why.
+    Down(Reason),
+}
+
+/// A state change a round caused, for the log line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Flip {
+    pub transition: Transition,
+    /// The peer's health after the round.
+    pub health: Health,
+}
+
+/// A consistent copy of one slot's statistics.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Snapshot {
+    pub up: bool,
+    pub rise: u32,
+    pub fall: u32,
+    pub checks: u64,
+    pub fails_total: u64,
+    pub last_delay: u32,
+    pub min_delay: u32,
+    pub max_delay: u32,
+    pub last_reason: u32,
+    pub delay_sum: u64,
+    pub delay_count: u64,
+    pub last_change: u64,
+    pub down_since: u64,
+    pub duration_sum: u64,
+    pub failures: [u64; REASONS],
+    pub buckets: [u64; DURATION_SLOTS],
+}
+
+impl Snapshot {
+    /// The last failure's reason, if any.
+    pub fn last_reason(&self) -> Option<Reason> {
+        Reason::from_stored(self.last_reason)
+    }
+}
+
+/// Tries of [`Slot::snapshot`] before it takes a possibly torn copy.
+const READ_TRIES: usize = 64;
+
+impl Slot {
+    /// A slot for a peer seen for the first time: no delays yet, up unless
+    /// `default_down`.
+    pub fn init_new(&self, identity: u64, default_down: bool) {
+        self.init_delays(identity);
+        self.up.store(u32::from(!default_down), Ordering::Relaxed);
+    }
+
+    /// A slot that carries over `from`'s state (same peer, new zone).
+    pub fn init_inherited(&self, identity: u64, from: &Slot) {
+        self.init_delays(identity);
+        self.copy_state(from);
+    }
+
+    fn init_delays(&self, identity: u64) {
+        let r = Ordering::Relaxed;
+        self.identity.store(identity, r);
+        self.last_delay.store(u32::MAX, r);
+        self.min_delay.store(u32::MAX, r);
+        self.max_delay.store(u32::MAX, r);
+    }
+
+    /// Start an update of the statistics. The counter is made odd whatever
+    /// it was, so a writer that died mid-update cannot invert its parity.
+    pub fn write_begin(&self) -> u32 {
+        let odd = self.seq.load(Ordering::Relaxed) | 1;
+        self.seq.store(odd, Ordering::Relaxed);
+        fence(Ordering::Release);
+        odd
+    }
+
+    /// End the update started by `write_begin`.
+    pub fn write_end(&self, odd: u32) {
+        self.seq.store(odd.wrapping_add(1), Ordering::Release);
+    }
+
+    /// The peer's health as stored.
+    pub fn health(&self) -> Health {
+        let r = Ordering::Relaxed;
+        Health {
+            up: self.up.load(r) != 0,
+            rise: self.rise.load(r),
+            fall: self.fall.load(r),
+        }
+    }
+
+    /// Record one round: counters, delays, the duration histogram and the
+    /// rise/fall state. `duration_ms` is the whole round, `now_unix_ms` the
+    /// wall clock for the time of a flip. Returns the flip, if the round
+    /// caused one.
+    pub fn record(
+        &self,
+        result: RoundResult,
+        duration_ms: u64,
+        (rise, fall): (u32, u32),
+        now_unix_ms: u64,
+    ) -> Option<Flip> {
+        let r = Ordering::Relaxed;
+        let mut h = self.health();
+        let transition = h.record(matches!(result, RoundResult::Up { .. }), rise, fall);
+
+        let seq = self.write_begin();
+        self.checks.fetch_add(1, r);
+        match result {
+            RoundResult::Up { delay_ms } => {
+                let d = delay_ms.min(u64::from(u32::MAX - 1)) as u32;
+                self.last_delay.store(d, r);
+                let min = self.min_delay.load(r);
+                if min == u32::MAX || d < min {
+                    self.min_delay.store(d, r);
+                }
+                let max = self.max_delay.load(r);
+                if max == u32::MAX || d > max {
+                    self.max_delay.store(d, r);
+                }
+                self.delay_sum.fetch_add(u64::from(d), r);
+                self.delay_count.fetch_add(1, r);
+            }
+            RoundResult::Down(reason) => {
+                self.fails_total.fetch_add(1, r);
+                self.failures[reason.index()].fetch_add(1, r);
+                self.last_reason.store(reason.stored(), r);
+            }
+        }
+        if let Some(b) = self.duration_buckets.get(duration_bucket(duration_ms)) {
+            b.fetch_add(1, r);
+        }
+        self.duration_sum.fetch_add(duration_ms, r);
+        self.rise.store(h.rise, r);
+        self.fall.store(h.fall, r);
+        if transition.is_some() {
+            self.up.store(u32::from(h.up), Ordering::Release);
+            self.last_change.store(now_unix_ms, r);
+            self.down_since.store(if h.up { 0 } else { now_unix_ms }, r);
+        }
+        self.write_end(seq);
+        transition.map(|transition| Flip {
+            transition,
+            health: h,
+        })
+    }
+
+    /// A consistent copy of the statistics. A writer that died mid-update
+    /// leaves `seq` odd for good: after a few tries the copy is taken as it
+    /// is rather than spinning.
+    pub fn snapshot(&self) -> Snapshot {
+        let r = Ordering::Relaxed;
+        let mut snap = Snapshot::default();
+        for _ in 0..READ_TRIES {
+            let before = self.seq.load(Ordering::Acquire);
+            snap = Snapshot {
+                up: self.up.load(r) != 0,
+                rise: self.rise.load(r),
+                fall: self.fall.load(r),
+                checks: self.checks.load(r),
+                fails_total: self.fails_total.load(r),
+                last_delay: self.last_delay.load(r),
+                min_delay: self.min_delay.load(r),
+                max_delay: self.max_delay.load(r),
+                last_reason: self.last_reason.load(r),
+                delay_sum: self.delay_sum.load(r),
+                delay_count: self.delay_count.load(r),
+                last_change: self.last_change.load(r),
+                down_since: self.down_since.load(r),
+                duration_sum: self.duration_sum.load(r),
+                failures: core::array::from_fn(|i| u64::from(self.failures[i].load(r))),
+                buckets: core::array::from_fn(|i| u64::from(self.duration_buckets[i].load(r))),
+            };
+            fence(Ordering::Acquire);
+            if before & 1 == 0 && self.seq.load(Ordering::Relaxed) == before {
+                break;
+            }
+        }
+        snap
+    }
+
+    /// Copy the state and statistics (not identity, lease or schedule).
+    fn copy_state(&self, from: &Slot) {
+        macro_rules! copy {
+            ($($f:ident),*) => {
+                $( self.$f.store(from.$f.load(Ordering::Relaxed), Ordering::Relaxed); )*
+            };
+        }
+        copy!(
+            up,
+            rise,
+            fall,
+            checks,
+            fails_total,
+            last_delay,
+            min_delay,
+            max_delay,
+            last_reason,
+            delay_sum,
+            delay_count,
+            last_change,
+            down_since,
+            duration_sum
+        );
+        for (a, b) in from.failures.iter().zip(&self.failures) {
+            b.store(a.load(Ordering::Relaxed), Ordering::Relaxed);
+        }
+        for (a, b) in from.duration_buckets.iter().zip(&self.duration_buckets) {
+            b.store(a.load(Ordering::Relaxed), Ordering::Relaxed);
+        }
+    }
+}
+
+/// Fill the slots of a fresh zone: each takes over the state of the old
+/// slot with its identity (a repeated identity, the same server listed
+/// twice, matches its occurrences in order) or starts new.
+/// `identities[i]` and `default_down[i]` describe `new[i]`.
+pub fn fill(new: &[Slot], old: &[Slot], identities: &[u64], default_down: &[bool]) {
+    let mut by_identity: HashMap<u64, VecDeque<&Slot>> = HashMap::new();
+    for s in old {
+        let id = s.identity.load(Ordering::Relaxed);
+        by_identity.entry(id).or_default().push_back(s);
+    }
+    for (i, slot) in new.iter().enumerate() {
+        let id = identities.get(i).copied().unwrap_or(0);
+        match by_identity.get_mut(&id).and_then(VecDeque::pop_front) {
+            Some(prev) => slot.init_inherited(id, prev),
+            None => slot.init_new(id, default_down.get(i).copied().unwrap_or(false)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn slot() -> Slot {
+        let s = Slot::default();
+        s.init_new(7, false);
+        s
+    }
+
+    #[test]
+    fn a_new_slot_has_no_delays() {
+        let s = slot();
+        let snap = s.snapshot();
+        assert!(snap.up);
+        assert_eq!(
+            (snap.last_delay, snap.min_delay, snap.max_delay),
+            (u32::MAX, u32::MAX, u32::MAX)
+        );
+        let d = Slot::default();
+        d.init_new(1, true);
+        assert!(!d.snapshot().up);
+    }
+
+    #[test]
+    fn record_counts_successes_and_failures() {
+        let s = slot();
+        assert_eq!(
+            s.record(RoundResult::Up { delay_ms: 5 }, 6, (2, 2), 1),
+            None
+        );
+        assert_eq!(
+            s.record(RoundResult::Up { delay_ms: 3 }, 3, (2, 2), 2),
+            None
+        );
+        assert_eq!(
+            s.record(RoundResult::Down(Reason::Reset), 30, (2, 2), 3),
+            None
+        );
+        let flip = s.record(RoundResult::Down(Reason::Timeout), 1000, (2, 2), 4);
+        assert_eq!(
+            flip,
+            Some(Flip {
+                transition: Transition::WentDown,
+                health: Health {
+                    up: false,
+                    rise: 0,
+                    fall: 2
+                }
+            })
+        );
+        let snap = s.snapshot();
+        assert_eq!(snap.checks, 4);
+        assert_eq!(snap.fails_total, 2);
+        assert_eq!((snap.last_delay, snap.min_delay, snap.max_delay), (3, 3, 5));
+        assert_eq!((snap.delay_sum, snap.delay_count), (8, 2));
+        assert_eq!(snap.failures[Reason::Reset.index()], 1);
+        assert_eq!(snap.failures[Reason::Timeout.index()], 1);
+        assert_eq!(snap.last_reason(), Some(Reason::Timeout));
+        assert_eq!((snap.last_change, snap.down_since), (4, 4));
+        assert_eq!(snap.duration_sum, 6 + 3 + 30 + 1000);
+        assert_eq!(snap.buckets.iter().sum::<u64>(), 4);
+        assert_eq!(snap.buckets[duration_bucket(1000)], 1);
+        assert_eq!(s.seq.load(Ordering::Relaxed) & 1, 0, "the update ended");
+        // Up again after `rise` successes; down_since cleared.
+        s.record(RoundResult::Up { delay_ms: 1 }, 1, (2, 2), 5);
+        let flip = s.record(RoundResult::Up { delay_ms: 1 }, 1, (2, 2), 6);
+        assert_eq!(flip.map(|f| f.transition), Some(Transition::WentUp));
+        let snap = s.snapshot();
+        assert!(snap.up);
+        assert_eq!((snap.last_change, snap.down_since), (6, 0));
+    }
+
+    #[test]
+    fn huge_delays_saturate_below_the_none_marker() {
+        let s = slot();
+        s.record(RoundResult::Up { delay_ms: u64::MAX }, 0, (1, 1), 1);
+        assert_eq!(s.snapshot().last_delay, u32::MAX - 1);
+    }
+
+    #[test]
+    fn a_dead_writer_does_not_hang_readers() {
+        let s = slot();
+        s.write_begin(); // never ended
+        let snap = s.snapshot();
+        assert!(snap.up);
+        // The next writer makes it even again.
+        s.record(RoundResult::Up { delay_ms: 1 }, 1, (1, 1), 1);
+        assert_eq!(s.seq.load(Ordering::Relaxed) & 1, 0);
+    }
+
+    #[test]
+    fn fill_matches_identities_in_order() {
+        let old: Vec<Slot> = (0..3).map(|_| Slot::default()).collect();
+        old[0].init_new(10, false);
+        old[1].init_new(20, false);
+        old[2].init_new(20, false);
+        old[1].record(RoundResult::Down(Reason::Refused), 1, (1, 1), 9);
+        old[2].checks.store(5, Ordering::Relaxed);
+        let new: Vec<Slot> = (0..4).map(|_| Slot::default()).collect();
+        fill(&new, &old, &[20, 30, 20, 10], &[false, true, false, false]);
+        let s: Vec<Snapshot> = new.iter().map(Slot::snapshot).collect();
+        // First 20 inherits old[1] (down), second 20 inherits old[2].
+        assert!(!s[0].up && s[0].checks == 1);
+        assert!(s[2].up && s[2].checks == 5);
+        // 30 is new and starts down (default_down).
+        assert!(!s[1].up && s[1].checks == 0 && s[1].last_delay == u32::MAX);
+        assert!(s[3].up);
+        assert_eq!(new[1].identity.load(Ordering::Relaxed), 30);
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(data_bytes(0), data_bytes(1));
+        assert_eq!(data_bytes(3) - data_bytes(2), SLOT_SIZE);
+    }
+
+    proptest! {
+        /// Whatever the results, the counters add up and the stored state
+        /// is what `Health::record` computes.
+        #[test]
+        fn counters_add_up(results in prop::collection::vec((any::<bool>(), 0u64..20_000, 0usize..REASONS), 0..200),
+                           rise in 1u32..5, fall in 1u32..5) {
+            let s = slot();
+            let mut h = Health::new(false);
+            let (mut ups, mut downs) = (0u64, 0u64);
+            for (i, &(ok, ms, reason)) in results.iter().enumerate() {
+                let r = if ok {
+                    ups += 1;
+                    RoundResult::Up { delay_ms: ms }
+                } else {
+                    downs += 1;
+                    RoundResult::Down(Reason::ALL[reason])
+                };
+                let expect = h.record(ok, rise, fall);
+                let got = s.record(r, ms, (rise, fall), i as u64 + 1);
+                prop_assert_eq!(got.map(|f| f.transition), expect);
+            }
+            let snap = s.snapshot();
+            prop_assert_eq!(snap.checks, ups + downs);
+            prop_assert_eq!(snap.fails_total, downs);
+            prop_assert_eq!(snap.failures.iter().sum::<u64>(), downs);
+            prop_assert_eq!(snap.delay_count, ups);
+            prop_assert_eq!(snap.buckets.iter().sum::<u64>(), ups + downs);
+            prop_assert_eq!((snap.up, snap.rise, snap.fall), (h.up, h.rise, h.fall));
+        }
+    }
+}

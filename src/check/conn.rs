@@ -1,0 +1,336 @@
+//! A check connection: a newtype over a live `ngx_connection_t` with every
+//! socket operation the probe engine uses. Reads and writes go through the
+//! connection's own `c->recv` / `c->send`, so a transport that replaces
+//! them (nginx's SSL layer does) sits underneath without the probe kinds
+//! noticing; only [`Conn::peek`], a liveness test of the plain socket, and
+//! the socket options read the descriptor itself.
+
+use core::ffi::{c_int, c_void};
+use core::mem::{self, size_of};
+use core::ptr::{self, NonNull};
+
+use healthcheck_core::reason::Reason;
+use ngx::ffi::{
+    ngx_add_timer, ngx_close_connection, ngx_connection_t, ngx_del_timer, ngx_delete_posted_event,
+    ngx_event_handler_pt, ngx_event_t, ngx_msec_t, ngx_reusable_connection,
+    ngx_socket_errno as errno, NGX_AGAIN,
+};
+
+/// A live nginx connection owned by the probe engine: a round's, a kept
+/// one or a spare. Copying the handle does not copy the connection; the
+/// owner closes it exactly once.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Conn(NonNull<ngx_connection_t>);
+
+/// What a one-byte `MSG_PEEK` found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Peek {
+    /// Data is waiting.
+    Data,
+    /// Nothing yet; the connection is open.
+    WouldBlock,
+    /// Closed (FIN) or an error.
+    Failed(Reason),
+}
+
+/// The result of `c->recv` / `c->send`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Io {
+    /// This many bytes (0 from `recv` on a stream: the peer closed).
+    Done(usize),
+    /// Would block: the event comes later.
+    Again,
+    /// Failed with this errno (0 if nginx gave none).
+    Error(c_int),
+}
+
+/// nginx's classification of a socket errno for a round.
+pub fn reason_of(err: c_int) -> Reason {
+    match err {
+        libc::ECONNREFUSED => Reason::Refused,
+        libc::ETIMEDOUT => Reason::Timeout,
+        libc::ECONNRESET | libc::EPIPE => Reason::Reset,
+        libc::EHOSTUNREACH | libc::ENETUNREACH => Reason::Unreachable,
+        _ => Reason::Error,
+    }
+}
+
+/// Errors of this host, not of the peer: a round that meets one is neither
+/// a success nor a failure.
+pub fn is_local_error(err: c_int) -> bool {
+    matches!(
+        err,
+        libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM | libc::EADDRNOTAVAIL
+    )
+}
+
+impl Conn {
+    /// # Safety
+    /// `c` is NULL or a live connection that the caller hands to the probe
+    /// engine (nothing else reads or closes it from now on).
+    pub unsafe fn from_raw(c: *mut ngx_connection_t) -> Option<Conn> {
+        NonNull::new(c).map(Conn)
+    }
+
+    fn c(&self) -> &ngx_connection_t {
+        // SAFETY: the type's invariant: a live connection.
+        unsafe { self.0.as_ref() }
+    }
+
+    fn fd(self) -> c_int {
+        self.c().fd
+    }
+
+    fn events(self) -> [*mut ngx_event_t; 2] {
+        [self.c().read, self.c().write]
+    }
+
+    /// Route both events to `handler` with `data` as the connection's data;
+    /// the events are cancelable (a worker may exit with them pending) and
+    /// the connection idle (a shutting-down worker closes it at once:
+    /// nginx sets `close` and calls the read handler).
+    pub fn attach(self, data: *mut c_void, handler: ngx_event_handler_pt) {
+        // SAFETY: a live connection with its two events.
+        unsafe {
+            let c = self.0.as_ptr();
+            (*c).data = data;
+            for ev in self.events() {
+                (*ev).handler = handler;
+                (*ev).set_cancelable(1);
+            }
+            (*c).set_idle(1);
+        }
+    }
+
+    /// The connection's data pointer.
+    pub fn data(self) -> *mut c_void {
+        self.c().data
+    }
+
+    /// Whether nginx is taking the connection back (`c->close`).
+    pub fn closing(self) -> bool {
+        self.c().close() != 0
+    }
+
+    /// Whether nginx's SSL layer is attached.
+    pub fn is_tls(self) -> bool {
+        !self.c().ssl.is_null()
+    }
+
+    /// `SO_ERROR` of the socket (0 = connected or no error).
+    pub fn so_error(self) -> c_int {
+        let mut err: c_int = 0;
+        let mut len = size_of::<c_int>() as libc::socklen_t;
+        // SAFETY: a valid fd and an int-sized buffer.
+        let rc = unsafe {
+            libc::getsockopt(
+                self.fd(),
+                libc::SOL_SOCKET,
+                libc::SO_ERROR,
+                ptr::addr_of_mut!(err).cast(),
+                &mut len,
+            )
+        };
+        if rc == -1 {
+            errno()
+        } else {
+            err
+        }
+    }
+
+    /// Whether a connecting socket is established (has a peer).
+    pub fn is_connected(self) -> bool {
+        // SAFETY: all-zero is a valid sockaddr_storage.
+        let mut sa: libc::sockaddr_storage = unsafe { mem::zeroed() };
+        let mut len = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+        // SAFETY: a valid fd and a buffer of `len` bytes.
+        unsafe { libc::getpeername(self.fd(), ptr::addr_of_mut!(sa).cast(), &mut len) == 0 }
+    }
+
+    /// Peek one byte of the plain socket.
+    pub fn peek(self) -> Peek {
+        let mut b = 0u8;
+        loop {
+            // SAFETY: a valid fd and a one-byte buffer.
+            let n =
+                unsafe { libc::recv(self.fd(), ptr::addr_of_mut!(b).cast(), 1, libc::MSG_PEEK) };
+            if n > 0 {
+                return Peek::Data;
+            }
+            if n == 0 {
+                return Peek::Failed(Reason::Closed);
+            }
+            match errno() {
+                libc::EAGAIN => return Peek::WouldBlock,
+                libc::EINTR => continue,
+                err => return Peek::Failed(reason_of(err)),
+            }
+        }
+    }
+
+    /// Read into `buf` through `c->recv`.
+    pub fn recv(self, buf: &mut [u8]) -> Io {
+        let Some(recv) = self.c().recv else {
+            return Io::Error(0);
+        };
+        // SAFETY: nginx's recv of this live connection, a writable buffer.
+        let n = unsafe { recv(self.0.as_ptr(), buf.as_mut_ptr(), buf.len()) };
+        io_result(n)
+    }
+
+    /// Write `buf` through `c->send`.
+    pub fn send(self, buf: &[u8]) -> Io {
+        let Some(send) = self.c().send else {
+            return Io::Error(0);
+        };
+        // SAFETY: nginx's send of this live connection; send only reads
+        // the buffer (its C prototype is not const).
+        let n = unsafe { send(self.0.as_ptr(), buf.as_ptr().cast_mut(), buf.len()) };
+        io_result(n)
+    }
+
+    /// Arm the read event's timer.
+    pub fn read_timer(self, ms: u64) {
+        // SAFETY: the connection's own read event.
+        unsafe { ngx_add_timer(self.c().read, ms as ngx_msec_t) };
+    }
+
+    /// Arm the write event's timer.
+    pub fn write_timer(self, ms: u64) {
+        // SAFETY: the connection's own write event.
+        unsafe { ngx_add_timer(self.c().write, ms as ngx_msec_t) };
+    }
+
+    /// Remove both events' timers.
+    pub fn del_timers(self) {
+        for ev in self.events() {
+            // SAFETY: the connection's own events.
+            unsafe {
+                if (*ev).timer_set() != 0 {
+                    ngx_del_timer(ev);
+                }
+            }
+        }
+    }
+
+    /// Mark the connection reusable (nginx may take it back when it runs
+    /// out of connections) or not.
+    pub fn reusable(self, on: bool) {
+        // SAFETY: a live connection.
+        unsafe { ngx_reusable_connection(self.0.as_ptr(), usize::from(on)) };
+    }
+
+    /// Both events as a new connection's: no timer, not posted, no stale
+    /// flags (a stale `timedout` would end the next round early).
+    pub fn clear_events(self) {
+        for ev in self.events() {
+            // SAFETY: the connection's own events.
+            unsafe {
+                if (*ev).timer_set() != 0 {
+                    ngx_del_timer(ev);
+                }
+                if (*ev).posted() != 0 {
+                    ngx_delete_posted_event(ev);
+                }
+                (*ev).set_timedout(0);
+                (*ev).set_ready(0);
+                (*ev).set_eof(0);
+                (*ev).set_error(0);
+                (*ev).set_pending_eof(0);
+                (*ev).available = 0;
+            }
+        }
+    }
+
+    /// Kernel keepalive probes on the socket.
+    pub fn set_keepalive(self, idle_s: u32, intvl_s: u32, cnt: u32) {
+        let set = |level: c_int, name: c_int, v: u32| {
+            let v = v as c_int;
+            // SAFETY: a valid fd and an int option value.
+            unsafe {
+                libc::setsockopt(
+                    self.fd(),
+                    level,
+                    name,
+                    ptr::addr_of!(v).cast(),
+                    size_of::<c_int>() as libc::socklen_t,
+                )
+            }
+        };
+        set(libc::SOL_SOCKET, libc::SO_KEEPALIVE, 1);
+        set(libc::IPPROTO_TCP, libc::TCP_KEEPIDLE, idle_s);
+        set(libc::IPPROTO_TCP, libc::TCP_KEEPINTVL, intvl_s);
+        set(libc::IPPROTO_TCP, libc::TCP_KEEPCNT, cnt);
+    }
+
+    /// `connect()` the socket to `addr`; the errno on failure
+    /// (`EINPROGRESS` for a connect under way).
+    pub fn connect(self, addr: &[u8]) -> Result<(), c_int> {
+        // SAFETY: a valid fd; the buffer holds `addr.len()` bytes of a
+        // sockaddr.
+        let rc = unsafe {
+            libc::connect(
+                self.fd(),
+                addr.as_ptr().cast(),
+                addr.len() as libc::socklen_t,
+            )
+        };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(errno())
+        }
+    }
+
+    /// Disconnect in place (`connect(AF_UNSPEC)`): an open connection is
+    /// reset (RST, no TIME_WAIT), a pending connect aborted, the local port
+    /// released; the socket stays ready for another `connect()`.
+    pub fn disconnect(self) -> bool {
+        // SAFETY: all-zero is a valid sockaddr; family 0 is AF_UNSPEC.
+        let unspec: libc::sockaddr = unsafe { mem::zeroed() };
+        // SAFETY: a valid fd and a sockaddr of the given size.
+        let rc = unsafe {
+            libc::connect(
+                self.fd(),
+                ptr::addr_of!(unspec),
+                size_of::<libc::sockaddr>() as libc::socklen_t,
+            )
+        };
+        rc == 0
+    }
+
+    /// Close without TIME_WAIT (`SO_LINGER` 0 sends RST).
+    pub fn rst_close(self) {
+        let l = libc::linger {
+            l_onoff: 1,
+            l_linger: 0,
+        };
+        // SAFETY: a valid fd and a linger struct.
+        unsafe {
+            libc::setsockopt(
+                self.fd(),
+                libc::SOL_SOCKET,
+                libc::SO_LINGER,
+                ptr::addr_of!(l).cast(),
+                size_of::<libc::linger>() as libc::socklen_t,
+            );
+        }
+        self.close();
+    }
+
+    /// `ngx_close_connection`: timers, events, descriptor, the slot.
+    pub fn close(self) {
+        // SAFETY: a live connection, closed once by its owner.
+        unsafe { ngx_close_connection(self.0.as_ptr()) };
+    }
+}
+
+fn io_result(n: isize) -> Io {
+    if n >= 0 {
+        Io::Done(n as usize)
+    } else if n == NGX_AGAIN as isize {
+        Io::Again
+    } else {
+        Io::Error(errno())
+    }
+}

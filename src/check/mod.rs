@@ -1,0 +1,583 @@
+//! The probe engine: one timer per checked peer per worker; rounds run on
+//! the nginx event loop with non-blocking sockets (README: How checks work).
+//!
+//! - `mod.rs` (here): the probe, its schedule and lease, the event
+//!   dispatch, and the interface a probe kind implements;
+//! - `conn.rs`: the connection newtype (all I/O through `c->recv` and
+//!   `c->send`); `connect.rs`: opening and closing a round's connection;
+//!   `spares.rs`: sockets kept for later rounds; `kept.rs`: connections
+//!   kept between rounds (`reuse` / `keepalive`);
+//! - `round.rs`: the end of a round: recording, logging, rescheduling;
+//! - `tcp.rs`, `udp.rs`: the probe kinds.
+//!
+//! A round: the timer looks at the peer's schedule in the shared slot;
+//! when the round is due and this worker wins the lease it takes a kept
+//! connection or opens one (connect timeout on the write event), lets the
+//! transport finish its handshake (plain: none), then hands every event to
+//! the probe kind until it says `Done`. Timers that may fire a little late
+//! (the look at the schedule, the end of a settle window) are aligned to a
+//! grid of `interval / 50`, at most 20 ms, so that the rounds of many peers
+//! share a worker wake-up (`healthcheck_core::timing`); a round thus starts
+//! up to one grid step after it is due (the fixed-rate schedule keeps the
+//! due time, so nothing drifts). Connect timeouts and UDP deadlines are not
+//! aligned. A round ends with RST, so checks leave no TIME_WAIT.
+
+mod conn;
+mod connect;
+mod kept;
+mod round;
+mod spares;
+mod tcp;
+mod udp;
+
+use core::ffi::c_void;
+use core::mem::{self, offset_of, size_of};
+use core::ptr::NonNull;
+use core::sync::atomic::Ordering;
+use std::rc::Rc;
+use std::time::Instant;
+
+use healthcheck_core::conf::{CheckConf, CheckType, Reuse};
+use healthcheck_core::schedule::{self, Decision};
+use healthcheck_core::timing;
+use healthcheck_core::zone::Slot;
+use ngx::ffi::{
+    ngx_add_timer, ngx_connection_t, ngx_del_timer, ngx_event_t, ngx_log_t, ngx_peer_connection_t,
+    ngx_random, ngx_str_t,
+};
+
+use self::conn::Conn;
+use self::connect::{Expired, Opened};
+use self::round::{Outcome, Step};
+use self::spares::SPARES;
+use crate::ffi::{exiting, guard, monotonic_ms, str_bytes};
+use crate::shm::Zone;
+use crate::upstream::Proto;
+use crate::worker::{Context, Target, UpstreamCheck};
+
+/// What a probe kind does with the events of its round's connection.
+/// Each handler returns whether the round goes on or how it ended; the
+/// engine owns the connection, its timers and the recording.
+trait ProbeKind {
+    /// The connection is established (and its transport ready).
+    fn on_connected(&mut self, cx: &Cx) -> Step;
+    /// The round runs on a kept connection that was alive.
+    fn on_reused(&mut self, cx: &Cx) -> Step {
+        self.on_connected(cx)
+    }
+    fn on_readable(&mut self, cx: &Cx) -> Step;
+    fn on_writable(&mut self, cx: &Cx) -> Step;
+    /// A timer the kind armed on the connection fired.
+    fn on_timeout(&mut self, cx: &Cx) -> Step;
+    /// Whether a successful round's connection may serve later rounds.
+    fn may_keep(&self) -> bool {
+        false
+    }
+}
+
+/// The probe kinds, dispatched by `match` (no boxing).
+enum Kind {
+    Tcp(tcp::Tcp),
+    Udp(udp::Udp),
+}
+
+impl Kind {
+    fn new(t: CheckType) -> Kind {
+        match t {
+            CheckType::Tcp => Kind::Tcp(tcp::Tcp::default()),
+            CheckType::Udp => Kind::Udp(udp::Udp::default()),
+        }
+    }
+
+    fn datagram(&self) -> bool {
+        matches!(self, Kind::Udp(_))
+    }
+}
+
+/// Every call goes to the variant's own implementation.
+macro_rules! dispatch {
+    ($self:ident, $k:ident => $call:expr) => {
+        match $self {
+            Kind::Tcp($k) => $call,
+            Kind::Udp($k) => $call,
+        }
+    };
+}
+
+impl ProbeKind for Kind {
+    fn on_connected(&mut self, cx: &Cx) -> Step {
+        dispatch!(self, k => k.on_connected(cx))
+    }
+    fn on_reused(&mut self, cx: &Cx) -> Step {
+        dispatch!(self, k => k.on_reused(cx))
+    }
+    fn on_readable(&mut self, cx: &Cx) -> Step {
+        dispatch!(self, k => k.on_readable(cx))
+    }
+    fn on_writable(&mut self, cx: &Cx) -> Step {
+        dispatch!(self, k => k.on_writable(cx))
+    }
+    fn on_timeout(&mut self, cx: &Cx) -> Step {
+        dispatch!(self, k => k.on_timeout(cx))
+    }
+    fn may_keep(&self) -> bool {
+        dispatch!(self, k => k.may_keep())
+    }
+}
+
+/// The layer between the socket and the probe kind. Plain for now: its
+/// handshake is the TCP connect itself.
+#[derive(Clone, Copy)]
+enum Transport {
+    Plain,
+}
+
+/// What a probe kind may use during a round.
+struct Cx<'a> {
+    conn: Conn,
+    conf: &'a CheckConf,
+    round: &'a RoundClock,
+}
+
+/// When the current round was due and started.
+struct RoundClock {
+    /// Due time (nginx ms).
+    due: u64,
+    /// Start on nginx's clock (scheduling).
+    start_msec: u64,
+    /// Start on a fresh monotonic clock (delays and durations).
+    start: Instant,
+}
+
+impl RoundClock {
+    fn elapsed_ms(&self) -> u64 {
+        self.start.elapsed().as_millis() as u64
+    }
+}
+
+/// Where the round is.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Phase {
+    Idle,
+    Connecting,
+    /// Connected: events go to the probe kind.
+    Active,
+}
+
+/// The peer a probe checks.
+struct Peer {
+    /// The address to connect to (the check port when `port=` is set).
+    addr: Box<[u8]>,
+    name: ngx_str_t,
+    upstream: ngx_str_t,
+    proto: Proto,
+    /// Slot index in the zone.
+    index: u32,
+    /// This worker owns the peer's rounds.
+    owner: bool,
+    /// This worker's slot.
+    worker: u32,
+}
+
+impl Peer {
+    fn family(&self) -> i32 {
+        if self.addr.len() < size_of::<libc::sockaddr>() {
+            return 0;
+        }
+        // SAFETY: the buffer holds at least a sockaddr header; read
+        // unaligned (a boxed byte slice).
+        let sa = unsafe { self.addr.as_ptr().cast::<libc::sockaddr>().read_unaligned() };
+        i32::from(sa.sa_family)
+    }
+
+    fn name(&self) -> String {
+        // SAFETY: the name lives in the cycle pool, which outlives probes.
+        String::from_utf8_lossy(unsafe { str_bytes(&self.name) }).into_owned()
+    }
+
+    fn upstream_name(&self) -> String {
+        // SAFETY: as above.
+        String::from_utf8_lossy(unsafe { str_bytes(&self.upstream) }).into_owned()
+    }
+}
+
+/// One peer's probe in this worker. nginx holds pointers to it (its timer's
+/// and connections' `data`): created with `Box::into_raw`, used only
+/// through that pointer, freed by its `Prober`.
+#[repr(C)]
+pub struct Probe {
+    /// Must stay first: the timer's `data` points here, and nginx's debug
+    /// log reads it as a connection whose `fd` (4th word) is -1.
+    ident: [usize; 4],
+    ev: ngx_event_t,
+    pc: ngx_peer_connection_t,
+    peer: Peer,
+    /// The upstream's check settings, shared by its probes.
+    check: Rc<UpstreamCheck>,
+    zone: Zone,
+    /// The cycle's log, for the module's own messages.
+    log: *mut ngx_log_t,
+    /// A quieter copy for the probe connections (see `process`).
+    conn_log: *mut ngx_log_t,
+    phase: Phase,
+    transport: Transport,
+    kind: Kind,
+    /// The round's connection.
+    conn: Option<Conn>,
+    /// Keep the connection of a successful round (the owner, with reuse or
+    /// keepalive).
+    keep: bool,
+    /// The idle connection kept between rounds.
+    kept: Option<kept::Kept>,
+    /// The round runs on the kept connection; what it had served.
+    reused: Option<kept::Served>,
+    round: RoundClock,
+}
+
+// nginx's debug log reads a timer's `data` as an `ngx_connection_t` and
+// prints its `fd`: the probe's first words must look like one whose fd is
+// -1 (the convention of nginx's resolver and event timers).
+const _: () = {
+    assert!(offset_of!(Probe, ident) == 0);
+    assert!(offset_of!(ngx_connection_t, fd) == 3 * size_of::<usize>());
+    assert!(size_of::<[usize; 4]>() >= offset_of!(ngx_connection_t, fd) + size_of::<i32>());
+};
+
+impl Probe {
+    fn new(t: &Target, proto: Proto, zone: Zone, (worker, workers): (u32, u32)) -> Probe {
+        let owner = schedule::owner(t.index, workers) == worker;
+        let conf = &t.check.conf;
+        Probe {
+            ident: [0, 0, 0, usize::MAX],
+            // SAFETY: all-zero is nginx's initial state for these structs.
+            ev: unsafe { mem::zeroed() },
+            // SAFETY: as above.
+            pc: unsafe { mem::zeroed() },
+            peer: Peer {
+                addr: check_address(t),
+                name: t.peer.name,
+                upstream: t.upstream,
+                proto,
+                index: t.index,
+                owner,
+                worker,
+            },
+            check: Rc::clone(&t.check),
+            zone,
+            log: core::ptr::null_mut(),
+            conn_log: core::ptr::null_mut(),
+            phase: Phase::Idle,
+            transport: Transport::Plain,
+            kind: Kind::new(conf.check_type),
+            conn: None,
+            keep: conf.keeps_connection() && owner,
+            kept: None,
+            reused: None,
+            round: RoundClock {
+                due: 0,
+                start_msec: 0,
+                start: Instant::now(),
+            },
+        }
+    }
+
+    fn as_data(&mut self) -> *mut c_void {
+        (self as *mut Probe).cast()
+    }
+
+    fn slot(&self) -> Option<&Slot> {
+        self.zone.slot(self.peer.index as usize)
+    }
+
+    /// `check_keepalive_requests` when `reuse=on`.
+    fn max_rounds(&self) -> Option<u32> {
+        (self.check.conf.reuse == Reuse::On).then_some(self.check.keepalive_requests)
+    }
+
+    /// Make `c` the round's connection: its events come to this probe.
+    fn attach(&mut self, c: Conn) {
+        c.attach(self.as_data(), Some(ngx_healthcheck_conn_handler));
+        self.conn = Some(c);
+    }
+
+    /// Look at the schedule again at `at` (aligned; at the earliest in 1 ms).
+    fn arm(&mut self, at: u64) {
+        let step = timing::grid_step(self.check.conf.interval_ms);
+        let delay = timing::aligned_delay(monotonic_ms(), at, step);
+        // SAFETY: the probe's own timer event.
+        unsafe { ngx_add_timer(&mut self.ev, delay as ngx::ffi::ngx_msec_t) };
+    }
+
+    /// Run `f` on the probe kind with the round's context; `None` without a
+    /// connection.
+    fn with_kind(&mut self, f: impl FnOnce(&mut Kind, &Cx) -> Step) -> Option<Step> {
+        let cx = Cx {
+            conn: self.conn?,
+            conf: &self.check.conf,
+            round: &self.round,
+        };
+        Some(f(&mut self.kind, &cx))
+    }
+}
+
+/// A copy of the peer's address, with the check port when `port=` is set.
+fn check_address(t: &Target) -> Box<[u8]> {
+    let len = t.peer.socklen as usize;
+    // SAFETY: rr peers hold a valid sockaddr of `socklen` bytes.
+    let mut addr: Box<[u8]> =
+        unsafe { core::slice::from_raw_parts(t.peer.sockaddr.cast::<u8>(), len) }.into();
+    let port = t.check.conf.port;
+    if port != 0 {
+        let be = port.to_be_bytes();
+        // sin_port and sin6_port both sit right after the 2-byte family.
+        let family = if len >= size_of::<libc::sockaddr>() {
+            // SAFETY: at least a sockaddr header; read unaligned.
+            i32::from(unsafe { addr.as_ptr().cast::<libc::sockaddr>().read_unaligned() }.sa_family)
+        } else {
+            0
+        };
+        let fits = match family {
+            libc::AF_INET => len >= size_of::<libc::sockaddr_in>(),
+            libc::AF_INET6 => len >= size_of::<libc::sockaddr_in6>(),
+            _ => false,
+        };
+        if fits {
+            let at = offset_of!(libc::sockaddr_in, sin_port);
+            debug_assert_eq!(at, offset_of!(libc::sockaddr_in6, sin6_port));
+            addr[at..at + 2].copy_from_slice(&be);
+        }
+    }
+    addr
+}
+
+/// Probes of one worker and one context.
+pub struct Prober {
+    probes: Vec<NonNull<Probe>>,
+}
+
+impl Prober {
+    /// Create the probes of a context and arm their timers.
+    ///
+    /// # Safety
+    /// Worker process, after the configuration is complete; `log` and
+    /// `conn_log` outlive the prober.
+    pub unsafe fn start(
+        proto: Proto,
+        ctx: &Context,
+        slot: (u32, u32),
+        log: *mut ngx_log_t,
+        conn_log: *mut ngx_log_t,
+    ) -> Self {
+        let Some(zone) = ctx.zone else {
+            return Self { probes: Vec::new() };
+        };
+        let mut probes = Vec::with_capacity(ctx.targets.len());
+        for t in &ctx.targets {
+            let mut probe = Probe::new(t, proto, zone, slot);
+            probe.log = log;
+            probe.conn_log = conn_log;
+            let p = NonNull::from(Box::leak(Box::new(probe)));
+            // SAFETY: `p` is the only reference to the new probe.
+            unsafe {
+                let raw = p.as_ptr();
+                (*raw).ev.data = raw.cast();
+                (*raw).ev.handler = Some(ngx_healthcheck_timer_handler);
+                (*raw).ev.log = log;
+                (*raw).ev.set_cancelable(1);
+                // First decision almost at once: it draws the random offset.
+                ngx_add_timer(&mut (*raw).ev, 1);
+            }
+            probes.push(p);
+        }
+        Self { probes }
+    }
+
+    /// Close every check connection and timer.
+    pub fn stop(&mut self) {
+        for p in &self.probes {
+            // SAFETY: a live probe of this prober; no handler is running
+            // (stop runs from process exit or a rebuild of the state).
+            let p = unsafe { &mut *p.as_ptr() };
+            if p.ev.timer_set() != 0 {
+                // SAFETY: the timer belongs to this probe.
+                unsafe { ngx_del_timer(&mut p.ev) };
+            }
+            connect::close(p);
+            kept::close_kept(p);
+        }
+        SPARES.close_all();
+    }
+}
+
+impl Drop for Prober {
+    /// Stop, then free the probes: nothing in nginx points to them then.
+    fn drop(&mut self) {
+        self.stop();
+        for p in self.probes.drain(..) {
+            // SAFETY: made by `Box::leak` in `start`, freed once here.
+            drop(unsafe { Box::from_raw(p.as_ptr()) });
+        }
+    }
+}
+
+unsafe extern "C" fn ngx_healthcheck_timer_handler(ev: *mut ngx_event_t) {
+    // SAFETY: `data` is the probe owning this event (set in `start`).
+    let (p, log) = unsafe { ((*ev).data.cast::<Probe>(), (*ev).log) };
+    guard(log, "check timer", (), || {
+        // SAFETY: the probe outlives its timer.
+        if let Some(p) = unsafe { p.as_mut() } {
+            on_timer(p);
+        }
+    });
+}
+
+fn on_timer(p: &mut Probe) {
+    if exiting() {
+        return;
+    }
+    let Some(s) = p.slot() else { return };
+    let now = monotonic_ms();
+    let interval = p.check.conf.interval_ms;
+    let mut due = s.next_due.load(Ordering::Acquire);
+    if due == 0 {
+        let first = schedule::first_due(now, interval, ngx_random() as u64).max(1);
+        due = match s
+            .next_due
+            .compare_exchange(0, first, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => first,
+            Err(other) => other,
+        };
+    }
+    match schedule::decide(now, due, p.peer.owner, interval) {
+        Decision::WaitUntil(at) => p.arm(at),
+        Decision::Run => {
+            let held = s.lease.load(Ordering::Acquire);
+            let mine = schedule::lease(
+                p.peer.worker,
+                schedule::lease_expiry(now, p.check.conf.timeout_ms, interval),
+            );
+            if !schedule::lease_claimable(held, now, p.peer.worker)
+                || s.lease
+                    .compare_exchange(held, mine, Ordering::AcqRel, Ordering::Acquire)
+                    .is_err()
+            {
+                // Another worker runs this round; look again an interval on.
+                p.arm(now + interval);
+                return;
+            }
+            p.round = RoundClock {
+                due,
+                start_msec: now,
+                start: Instant::now(),
+            };
+            start_round(p, now);
+        }
+    }
+}
+
+fn start_round(p: &mut Probe, now: u64) {
+    round::debug(p, "start");
+    if p.kept.is_some() && kept::take_for_round(p, now) {
+        p.phase = Phase::Active;
+        let step = p.with_kind(|k, cx| k.on_reused(cx));
+        return apply(p, step);
+    }
+    match connect::open(p, p.kind.datagram()) {
+        Opened::Ended(outcome) => round::finish(p, outcome),
+        Opened::Connected => connected(p),
+        Opened::InProgress => {
+            p.phase = Phase::Connecting;
+            if let Some(c) = p.conn {
+                c.write_timer(p.check.conf.timeout_ms);
+            }
+        }
+    }
+}
+
+/// The socket is connected: the transport's handshake, then the kind.
+fn connected(p: &mut Probe) {
+    match p.transport {
+        Transport::Plain => {}
+    }
+    p.phase = Phase::Active;
+    let step = p.with_kind(|k, cx| k.on_connected(cx));
+    apply(p, step);
+}
+
+fn apply(p: &mut Probe, step: Option<Step>) {
+    match step {
+        Some(Step::Pending) => {}
+        Some(Step::Done(outcome)) => round::finish(p, outcome),
+        // No connection: a broken invariant; end the round without a verdict.
+        None => round::finish(p, Outcome::Local(round::Local::NoConnection)),
+    }
+}
+
+unsafe extern "C" fn ngx_healthcheck_conn_handler(ev: *mut ngx_event_t) {
+    // SAFETY: connection events carry their live connection in `data`,
+    // whose `data` is the probe (set by `Probe::attach`); the probe
+    // outlives its connections.
+    let (c, p, log, timedout, write) = unsafe {
+        let c = (*ev).data.cast::<ngx_connection_t>();
+        (
+            Conn::from_raw(c),
+            (*c).data.cast::<Probe>(),
+            (*ev).log,
+            (*ev).timedout() != 0,
+            (*ev).write() != 0,
+        )
+    };
+    guard(log, "check connection", (), || {
+        // SAFETY: see above.
+        let (Some(c), Some(p)) = (c, unsafe { p.as_mut() }) else {
+            return;
+        };
+        if p.conn != Some(c) {
+            return;
+        }
+        if c.closing() {
+            return cancel(p);
+        }
+        on_conn_event(p, c, timedout, write);
+    });
+}
+
+/// The worker is shutting down (nginx closes idle connections, ours are
+/// marked idle): drop the round without counting it and free its lease.
+fn cancel(p: &mut Probe) {
+    connect::close(p);
+    if let Some(s) = p.slot() {
+        s.lease.store(0, Ordering::Release);
+    }
+}
+
+fn on_conn_event(p: &mut Probe, c: Conn, timedout: bool, write: bool) {
+    match p.phase {
+        Phase::Idle => {}
+        Phase::Connecting if timedout => match connect::connect_timer_expired(p, c) {
+            Expired::Connected => connected(p),
+            Expired::Failed(outcome) => round::finish(p, outcome),
+            Expired::Rearmed => {}
+        },
+        Phase::Connecting => {
+            let err = c.so_error();
+            if err != 0 {
+                return round::finish(p, Outcome::Down(conn::reason_of(err)));
+            }
+            connected(p);
+        }
+        Phase::Active => {
+            let step = p.with_kind(|k, cx| {
+                if timedout {
+                    k.on_timeout(cx)
+                } else if write {
+                    k.on_writable(cx)
+                } else {
+                    k.on_readable(cx)
+                }
+            });
+            apply(p, step);
+        }
+    }
+}

@@ -1,0 +1,207 @@
+//! The module's nginx-level callbacks: configuration structs, the patch
+//! check, the end of each context's configuration, and the process
+//! lifecycle. Each turns nginx's raw pointers into references, calls one
+//! safe function under the panic guard, and maps the result to an nginx
+//! status; the tables in lib.rs point here.
+
+use core::ffi::{c_char, c_void};
+use core::ptr;
+
+use ngx::core::{NGX_CONF_ERROR, NGX_CONF_OK};
+use ngx::ffi::{
+    ngx_command_t, ngx_conf_t, ngx_cycle_t, ngx_http_conf_ctx_t, ngx_http_core_loc_conf_t,
+    ngx_http_core_module, ngx_int_t, ngx_module_t, ngx_process, NGX_ERROR, NGX_LOG_EMERG, NGX_OK,
+    NGX_PROCESS_SINGLE, NGX_PROCESS_WORKER,
+};
+
+use crate::conf::{self, LocConf, MainConf, UpsConf};
+use crate::ffi;
+use crate::hooks;
+use crate::pool;
+use crate::process;
+use crate::status;
+use crate::upstream::Proto;
+
+/// A default `T` in the configuration pool; NULL (nginx's "no memory")
+/// when the pool has none.
+///
+/// # Safety
+/// `cf` is the `ngx_conf_t` nginx passed to a create-conf callback.
+unsafe fn create_conf<T: Default>(cf: *mut ngx_conf_t) -> *mut c_void {
+    // SAFETY: nginx passes a valid cf with its pool.
+    let log = unsafe { (*cf).log };
+    ffi::guard(log, "configuration", ptr::null_mut(), || {
+        // SAFETY: as above.
+        unsafe { pool::alloc((*cf).pool, T::default()) }
+            .map_or(ptr::null_mut(), |p| p.as_ptr().cast())
+    })
+}
+
+pub unsafe extern "C" fn create_main_conf(cf: *mut ngx_conf_t) -> *mut c_void {
+    // SAFETY: nginx's create_main_conf contract.
+    unsafe { create_conf::<MainConf>(cf) }
+}
+
+pub unsafe extern "C" fn create_srv_conf(cf: *mut ngx_conf_t) -> *mut c_void {
+    // SAFETY: nginx's create_srv_conf contract.
+    unsafe { create_conf::<UpsConf>(cf) }
+}
+
+pub unsafe extern "C" fn create_loc_conf(cf: *mut ngx_conf_t) -> *mut c_void {
+    // SAFETY: nginx's create_loc_conf contract.
+    unsafe { create_conf::<LocConf>(cf) }
+}
+
+/// Refuse to run in an nginx without the patch: checks that silently never
+/// affect balancing would be worse than no checks.
+fn preconfiguration(cf: *mut ngx_conf_t, proto: Proto) -> ngx_int_t {
+    match hooks::require_patch(proto) {
+        Ok(()) => NGX_OK as ngx_int_t,
+        Err(msg) => {
+            ngx::ngx_conf_log_error!(NGX_LOG_EMERG, cf, "{}", msg);
+            NGX_ERROR as ngx_int_t
+        }
+    }
+}
+
+pub unsafe extern "C" fn ngx_http_upstream_check_preconf(cf: *mut ngx_conf_t) -> ngx_int_t {
+    // SAFETY: nginx passes the configuration being parsed.
+    let log = unsafe { (*cf).log };
+    ffi::guard(log, "preconfiguration", NGX_ERROR as ngx_int_t, || {
+        preconfiguration(cf, Proto::Http)
+    })
+}
+
+pub unsafe extern "C" fn ngx_stream_upstream_check_preconf(cf: *mut ngx_conf_t) -> ngx_int_t {
+    // SAFETY: nginx passes the configuration being parsed.
+    let log = unsafe { (*cf).log };
+    ffi::guard(log, "preconfiguration", NGX_ERROR as ngx_int_t, || {
+        preconfiguration(cf, Proto::Stream)
+    })
+}
+
+/// # Safety
+/// nginx's init_main_conf contract for the context `proto`; `tag` is our
+/// module of that context.
+unsafe fn init_main(
+    cf: *mut ngx_conf_t,
+    conf: *mut c_void,
+    proto: Proto,
+    tag: *mut ngx_module_t,
+) -> *mut c_char {
+    // SAFETY: nginx passes the context's cf.
+    let log = unsafe { (*cf).log };
+    let r = ffi::guard(log, "configuration", Err(()), || {
+        // SAFETY: nginx passes our main conf.
+        let mcf = unsafe { &mut *conf.cast::<MainConf>() };
+        // SAFETY: cf->ctx is the context's conf ctx; main_conf is its
+        // first field in both ngx_http_conf_ctx_t and ngx_stream_conf_ctx_t.
+        let main_conf = unsafe { *(*cf).ctx.cast::<*mut *mut c_void>() };
+        // SAFETY: see above.
+        let ups = unsafe { process::upstreams_of(proto, main_conf) };
+        // SAFETY: cf is the context being finished; tag is our module.
+        unsafe { conf::finish_context(cf, proto, mcf, &ups, tag) }
+    });
+    match r {
+        Ok(()) => NGX_CONF_OK,
+        Err(()) => NGX_CONF_ERROR,
+    }
+}
+
+pub unsafe extern "C" fn ngx_http_upstream_check_init_main_conf(
+    cf: *mut ngx_conf_t,
+    conf: *mut c_void,
+) -> *mut c_char {
+    // SAFETY: nginx's init_main_conf contract.
+    unsafe {
+        init_main(
+            cf,
+            conf,
+            Proto::Http,
+            ptr::addr_of_mut!(crate::ngx_http_upstream_check_module),
+        )
+    }
+}
+
+pub unsafe extern "C" fn ngx_stream_upstream_check_init_main_conf(
+    cf: *mut ngx_conf_t,
+    conf: *mut c_void,
+) -> *mut c_char {
+    // SAFETY: nginx's init_main_conf contract.
+    unsafe {
+        init_main(
+            cf,
+            conf,
+            Proto::Stream,
+            ptr::addr_of_mut!(crate::ngx_stream_upstream_check_module),
+        )
+    }
+}
+
+pub unsafe extern "C" fn ngx_http_healthcheck_status(
+    cf: *mut ngx_conf_t,
+    _cmd: *mut ngx_command_t,
+    conf: *mut c_void,
+) -> *mut c_char {
+    // SAFETY: nginx passes the configuration being parsed.
+    let log = unsafe { (*cf).log };
+    ffi::guard(log, "healthcheck_status", NGX_CONF_ERROR, || {
+        // SAFETY: nginx's directive contract.
+        let rv = unsafe { conf::set_status(cf, conf) };
+        if rv != NGX_CONF_OK {
+            return rv;
+        }
+        // SAFETY: in a location, cf->ctx is an ngx_http_conf_ctx_t whose
+        // loc_conf array holds the core module's location conf.
+        unsafe {
+            let ctx = (*cf).ctx.cast::<ngx_http_conf_ctx_t>();
+            let clcf = (*(*ctx).loc_conf.add(ngx_http_core_module.ctx_index))
+                .cast::<ngx_http_core_loc_conf_t>();
+            (*clcf).handler = Some(status::ngx_http_healthcheck_status_handler);
+        }
+        NGX_CONF_OK
+    })
+}
+
+pub unsafe extern "C" fn ngx_http_upstream_check_init_module(cycle: *mut ngx_cycle_t) -> ngx_int_t {
+    // SAFETY: nginx passes the cycle being initialised.
+    let Some(cycle) = (unsafe { cycle.as_ref() }) else {
+        return NGX_ERROR as ngx_int_t;
+    };
+    ffi::guard(cycle.log, "init_module", NGX_ERROR as ngx_int_t, || {
+        // SAFETY: init_module of `cycle`, its zones initialised.
+        unsafe { process::reload_in_place(cycle) };
+        NGX_OK as ngx_int_t
+    })
+}
+
+pub unsafe extern "C" fn ngx_http_upstream_check_init_process(
+    cycle: *mut ngx_cycle_t,
+) -> ngx_int_t {
+    // Workers only: never the master, `nginx -t`, cache manager or loader.
+    // SAFETY: set by nginx before init_process.
+    let process = unsafe { ngx_process } as u32;
+    if process != NGX_PROCESS_WORKER && process != NGX_PROCESS_SINGLE {
+        return NGX_OK as ngx_int_t;
+    }
+    // SAFETY: nginx passes the running cycle.
+    let Some(cycle) = (unsafe { cycle.as_ref() }) else {
+        return NGX_ERROR as ngx_int_t;
+    };
+    ffi::guard(cycle.log, "init_process", NGX_ERROR as ngx_int_t, || {
+        // SAFETY: a worker or single process; the cycle's configuration is
+        // complete.
+        unsafe { process::init(cycle) };
+        hooks::install();
+        NGX_OK as ngx_int_t
+    })
+}
+
+pub unsafe extern "C" fn ngx_http_upstream_check_exit_process(cycle: *mut ngx_cycle_t) {
+    // SAFETY: nginx passes the running cycle.
+    let log = unsafe { cycle.as_ref() }.map_or(ptr::null_mut(), |c| c.log);
+    ffi::guard(log, "exit_process", (), || {
+        hooks::uninstall();
+        process::exit(log);
+    });
+}

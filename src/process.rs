@@ -1,0 +1,284 @@
+//! Per-process state: the worker's view of its checked peers and its
+//! probes, built in `init_process`, rebuilt when a single-process nginx
+//! (`master_process off`) reloads in place, dropped in `exit_process`.
+//!
+//! Access is scoped: [`with`] lends the state to a closure and the state
+//! cannot be replaced while a loan is out, so no reference into it outlives
+//! a rebuild. nginx runs module code on one thread per process.
+
+use core::cell::{Cell, UnsafeCell};
+use core::ffi::c_void;
+use core::ptr;
+
+use ngx::ffi::{
+    ngx_core_conf_t, ngx_core_module, ngx_cycle_t, ngx_http_conf_ctx_t, ngx_http_module,
+    ngx_http_upstream_main_conf_t, ngx_http_upstream_module, ngx_log_t, ngx_process,
+    ngx_stream_conf_ctx_t, ngx_stream_module, ngx_stream_upstream_main_conf_t,
+    ngx_stream_upstream_module, ngx_worker, NGX_LOG_ALERT, NGX_LOG_DEBUG, NGX_LOG_WARN,
+    NGX_PROCESS_SINGLE,
+};
+
+use crate::check::Prober;
+use crate::conf::MainConf;
+use crate::ffi;
+use crate::shm::Zone;
+use crate::upstream::{self, Proto, UpstreamRef};
+use crate::worker::{Context, Worker};
+
+/// Everything a process holds.
+struct State {
+    /// Held for their `Drop` (which stops them). Probes hold shared
+    /// handles to their settings and views of the zone, never references
+    /// into `worker`.
+    #[expect(dead_code, reason = "owned for Drop only")]
+    probers: Vec<Prober>,
+    worker: Worker,
+}
+
+struct Cellar {
+    state: UnsafeCell<Option<State>>,
+    /// Loans out through `with`.
+    loans: Cell<u32>,
+}
+
+// SAFETY: nginx calls module code from a single thread per process.
+unsafe impl Sync for Cellar {}
+
+static STATE: Cellar = Cellar {
+    state: UnsafeCell::new(None),
+    loans: Cell::new(0),
+};
+
+/// Run `f` with the process's worker state; `None` before `init_process`
+/// (the master, `nginx -t`, helper processes) or after exit.
+pub fn with<R>(f: impl FnOnce(&Worker) -> R) -> Option<R> {
+    struct Loan;
+    impl Drop for Loan {
+        fn drop(&mut self) {
+            STATE.loans.set(STATE.loans.get() - 1);
+        }
+    }
+    STATE.loans.set(STATE.loans.get() + 1);
+    let _loan = Loan;
+    // SAFETY: single-threaded; `replace` refuses to run while a loan is
+    // out, so the state stays put for the closure's duration.
+    let state = unsafe { (*STATE.state.get()).as_ref() };
+    state.map(|s| f(&s.worker))
+}
+
+/// Replace the state (dropping the old one: its probes stop). Refused,
+/// with an alert, while a loan from [`with`] is out.
+fn replace(log: *mut ngx_log_t, new: Option<State>) -> bool {
+    if STATE.loans.get() != 0 {
+        ffi::log(
+            NGX_LOG_ALERT,
+            log,
+            format_args!("ngx_healthcheck_module: state replaced while in use (ignored)"),
+        );
+        return false;
+    }
+    // SAFETY: single-threaded and no loan is out: nothing refers into the
+    // old state.
+    let old = unsafe { (*STATE.state.get()).take() };
+    drop(old);
+    // SAFETY: as above.
+    unsafe { *STATE.state.get() = new };
+    true
+}
+
+/// Whether the health check marks `peer` (an rr peer of `proto` in the rr
+/// peer list `list`, 0 if unknown) down: what the selection hooks and the
+/// module's own balancer ask before every selection.
+#[inline]
+pub fn peer_down(proto: Proto, list: usize, peer: usize) -> bool {
+    with(|w| w.context(proto).peer_down(list, peer)).unwrap_or(false)
+}
+
+/// Build the state of a worker (or single) process and start its probes.
+///
+/// # Safety
+/// `init_process` of a worker or single process; `cycle` is the running
+/// cycle, its configuration complete.
+pub unsafe fn init(cycle: &ngx_cycle_t) {
+    // SAFETY: per the contract.
+    let worker = unsafe { build_worker(cycle) };
+    let probers = if cycle.connections.is_null() {
+        // A single-process nginx reloaded in place: the new cycle has no
+        // connections at all (nginx itself cannot proxy either), so no
+        // probe could run. State and status stay available.
+        ffi::log(
+            NGX_LOG_WARN,
+            cycle.log,
+            format_args!(
+                "health checks stopped: nginx with \"master_process off\" was reloaded in place \
+                 and has no connections for probes; restart nginx"
+            ),
+        );
+        Vec::new()
+    } else {
+        // SAFETY: per the contract.
+        unsafe { start_probes(cycle, &worker) }
+    };
+    replace(cycle.log, Some(State { probers, worker }));
+}
+
+/// A single-process nginx re-read its configuration in place: a new cycle
+/// with new zones, and no `init_process`. Called from `init_module` of the
+/// new cycle; a process without state (the master, `nginx -t`, the first
+/// start) has nothing to rebuild.
+///
+/// # Safety
+/// `init_module`; `cycle` is the new cycle, its zones initialised.
+pub unsafe fn reload_in_place(cycle: &ngx_cycle_t) {
+    // SAFETY: set by nginx before any module callback.
+    let single = unsafe { ngx_process } as u32 == NGX_PROCESS_SINGLE;
+    // SAFETY: single-threaded read of whether a state exists.
+    let built = unsafe { (*STATE.state.get()).is_some() };
+    if !single || !built {
+        return;
+    }
+    // Old probes stop (their connections belong to the old cycle, still
+    // running); the new state has none (see `init`).
+    replace(cycle.log, None);
+    // SAFETY: per the contract.
+    unsafe { init(cycle) };
+}
+
+/// Drop the state: probes stop, connections close, timers go.
+pub fn exit(log: *mut ngx_log_t) {
+    replace(log, None);
+}
+
+/// Upstreams of a context, read from a conf ctx's `main_conf` array.
+///
+/// # Safety
+/// `main_conf` is the context's main_conf array, or NULL.
+pub unsafe fn upstreams_of(proto: Proto, main_conf: *mut *mut c_void) -> Vec<UpstreamRef> {
+    if main_conf.is_null() {
+        return Vec::new();
+    }
+    // SAFETY: the arrays hold one entry per module of the context.
+    unsafe {
+        match proto {
+            Proto::Http => {
+                let umcf = *main_conf.add(ngx_http_upstream_module.ctx_index);
+                upstream::http_upstreams(
+                    umcf.cast::<ngx_http_upstream_main_conf_t>(),
+                    &*ptr::addr_of!(crate::ngx_http_upstream_check_module),
+                )
+            }
+            Proto::Stream => {
+                let umcf = *main_conf.add(ngx_stream_upstream_module.ctx_index);
+                upstream::stream_upstreams(
+                    umcf.cast::<ngx_stream_upstream_main_conf_t>(),
+                    &*ptr::addr_of!(crate::ngx_stream_upstream_check_module),
+                )
+            }
+        }
+    }
+}
+
+/// Collect both contexts of `cycle`.
+///
+/// # Safety
+/// `cycle` is a cycle whose configuration is complete.
+unsafe fn build_worker(cycle: &ngx_cycle_t) -> Worker {
+    let mut w = Worker::default();
+    for proto in [Proto::Http, Proto::Stream] {
+        // SAFETY: module indices are set once modules are loaded.
+        let (index, ctx_index) = unsafe {
+            match proto {
+                Proto::Http => (
+                    ngx_http_module.index,
+                    (*ptr::addr_of!(crate::ngx_http_upstream_check_module)).ctx_index,
+                ),
+                Proto::Stream => (
+                    ngx_stream_module.index,
+                    (*ptr::addr_of!(crate::ngx_stream_upstream_check_module)).ctx_index,
+                ),
+            }
+        };
+        // SAFETY: conf_ctx has one entry per core module; the http and
+        // stream entries point to their conf ctx (or are NULL).
+        let main_conf = unsafe {
+            let ctx = *cycle.conf_ctx.add(index);
+            if ctx.is_null() {
+                continue;
+            }
+            match proto {
+                Proto::Http => (*ctx.cast::<ngx_http_conf_ctx_t>()).main_conf,
+                Proto::Stream => (*ctx.cast::<ngx_stream_conf_ctx_t>()).main_conf,
+            }
+        };
+        // SAFETY: as above.
+        let (ups, mcf) = unsafe {
+            (
+                upstreams_of(proto, main_conf),
+                (*main_conf.add(ctx_index)).cast::<MainConf>(),
+            )
+        };
+        // SAFETY: our main conf; the zone (if any) was initialised by nginx.
+        let zone = unsafe { mcf.as_ref().and_then(|m| Zone::from_shm_zone(m.zone)) };
+        let ctx = Context::new(zone, &ups);
+        match proto {
+            Proto::Http => w.http = ctx,
+            Proto::Stream => w.stream = ctx,
+        }
+    }
+    w
+}
+
+/// This worker's slot and the number of workers.
+///
+/// # Safety
+/// `cycle` is the running cycle.
+unsafe fn worker_slot(cycle: &ngx_cycle_t) -> (u32, u32) {
+    // SAFETY: set by nginx before init_process.
+    if unsafe { ngx_process } as u32 == NGX_PROCESS_SINGLE {
+        return (0, 1);
+    }
+    // SAFETY: the core module's conf is always present.
+    let workers = unsafe {
+        let ccf = (*cycle.conf_ctx.add(ngx_core_module.index)).cast::<ngx_core_conf_t>();
+        ccf.as_ref().map_or(1, |c| c.worker_processes.max(1))
+    };
+    // SAFETY: set by nginx for worker processes.
+    (unsafe { ngx_worker } as u32, workers as u32)
+}
+
+/// The log probe connections use: a copy of the cycle's log whose level
+/// hides nginx's own per-connection "connect() failed" errors (the module
+/// reports state changes itself) unless debug logging is on. Made once per
+/// process and never freed (probe connections of any cycle may use it).
+fn conn_log(cycle: &ngx_cycle_t) -> *mut ngx_log_t {
+    static CONN_LOG: core::sync::atomic::AtomicPtr<ngx_log_t> =
+        core::sync::atomic::AtomicPtr::new(ptr::null_mut());
+    let made = CONN_LOG.load(core::sync::atomic::Ordering::Relaxed);
+    if !made.is_null() {
+        return made;
+    }
+    // SAFETY: the cycle's log is valid; the copy lives as long as the
+    // process.
+    let mut l = unsafe { *cycle.log };
+    if l.log_level < NGX_LOG_DEBUG as usize {
+        l.log_level = l.log_level.min(NGX_LOG_ALERT as usize);
+    }
+    let made = Box::into_raw(Box::new(l));
+    CONN_LOG.store(made, core::sync::atomic::Ordering::Relaxed);
+    made
+}
+
+/// Arm the probe timers of both contexts.
+///
+/// # Safety
+/// Worker process; `cycle` is the running cycle.
+unsafe fn start_probes(cycle: &ngx_cycle_t, w: &Worker) -> Vec<Prober> {
+    // SAFETY: per the contract.
+    let slot = unsafe { worker_slot(cycle) };
+    let conn_log = conn_log(cycle);
+    [Proto::Http, Proto::Stream]
+        .into_iter()
+        // SAFETY: per the contract; both logs live for the process.
+        .map(|proto| unsafe { Prober::start(proto, w.context(proto), slot, cycle.log, conn_log) })
+        .collect()
+}
