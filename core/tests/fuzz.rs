@@ -1469,17 +1469,16 @@ proptest! {
 // 5. status::render, every format, arbitrary rows
 // ---------------------------------------------------------------------------
 
-const REASONS: [&str; 9] = [
-    "refused",
-    "timeout",
-    "reset",
-    "closed",
-    "icmp-unreachable",
-    "error",
-    "we\"ird\\\nreason",
-    "=cmd|' /C calc'!A0",
-    "",
-];
+/// The module's reason names, and names no reason has but a renderer must
+/// survive (quotes, escapes, a spreadsheet formula, nothing).
+fn reasons() -> Vec<&'static str> {
+    let hostile = ["we\"ird\\\nreason", "=cmd|' /C calc'!A0", ""];
+    healthcheck_core::reason::NAMES
+        .iter()
+        .copied()
+        .chain(hostile)
+        .collect()
+}
 
 const TYPES: [&str; 4] = ["tcp", "udp", "", "-x,\"y\"\n<b>"];
 
@@ -1546,8 +1545,8 @@ fn owned_row() -> impl Strategy<Value = OwnedRow> {
             proptest::array::uniform4(edge_i64()),
             edge_u64(),
             edge_u64(),
-            vec((prop::sample::select(REASONS.to_vec()), edge_u64()), 0..8),
-            prop::option::of(prop::sample::select(REASONS.to_vec())),
+            vec((prop::sample::select(reasons()), edge_u64()), 0..8),
+            prop::option::of(prop::sample::select(reasons())),
             edge_u64(),
             prop::option::of(edge_u64()),
             vec(edge_u64(), 0..DURATION_SLOTS + 3),

@@ -423,10 +423,34 @@ impl Drop for Prober {
 unsafe extern "C" fn ngx_healthcheck_timer_handler(ev: *mut ngx_event_t) {
     // SAFETY: `data` is the probe owning this event (set in `start`).
     let (p, log) = unsafe { ((*ev).data.cast::<Probe>(), (*ev).log) };
-    guard(log, "check timer", (), || {
-        // SAFETY: the probe outlives its timer.
-        if let Some(p) = unsafe { p.as_mut() } {
-            on_timer(p);
+    // SAFETY: the probe outlives its timer.
+    let Some(p) = (unsafe { p.as_mut() }) else {
+        return;
+    };
+    if !guard(log, "check timer", false, || {
+        on_timer(p);
+        true
+    }) {
+        recover(p);
+    }
+}
+
+/// A handler of this probe panicked (a bug, logged by the guard): drop the
+/// round without a verdict and look at the schedule again an interval on,
+/// so that the bug costs a round, not the peer's checks.
+fn recover(p: &mut Probe) {
+    let log = p.log;
+    guard(log, "check recovery", (), || {
+        connect::close(p);
+        if let Some(s) = p.slot() {
+            s.lease.store(0, Ordering::Release);
+        }
+        if p.ev.timer_set() != 0 {
+            // SAFETY: the probe's own timer.
+            unsafe { ngx_del_timer(&mut p.ev) };
+        }
+        if !exiting() {
+            p.arm(monotonic_ms() + p.check.conf.interval_ms);
         }
     });
 }
@@ -528,19 +552,22 @@ unsafe extern "C" fn ngx_healthcheck_conn_handler(ev: *mut ngx_event_t) {
             (*ev).write() != 0,
         )
     };
-    guard(log, "check connection", (), || {
-        // SAFETY: see above.
-        let (Some(c), Some(p)) = (c, unsafe { p.as_mut() }) else {
-            return;
-        };
-        if p.conn != Some(c) {
-            return;
+    // SAFETY: see above.
+    let (Some(c), Some(p)) = (c, unsafe { p.as_mut() }) else {
+        return;
+    };
+    if !guard(log, "check connection", false, || {
+        if p.conn == Some(c) {
+            if c.closing() {
+                cancel(p);
+            } else {
+                on_conn_event(p, c, timedout, write);
+            }
         }
-        if c.closing() {
-            return cancel(p);
-        }
-        on_conn_event(p, c, timedout, write);
-    });
+        true
+    }) {
+        recover(p);
+    }
 }
 
 /// The worker is shutting down (nginx closes idle connections, ours are

@@ -1052,15 +1052,6 @@ fn owned_row() -> impl Strategy<Value = OwnedRow> {
         )
 }
 
-const REASON_NAMES: [&str; 6] = [
-    "refused",
-    "timeout",
-    "reset",
-    "closed",
-    "icmp-unreachable",
-    "error",
-];
-
 fn borrow(owned: &[OwnedRow]) -> Vec<PeerRow<'_>> {
     let (mut http, mut stream) = (0u32, 0u32);
     let mut rows: Vec<PeerRow> = owned
@@ -1086,7 +1077,7 @@ fn borrow(owned: &[OwnedRow]) -> Vec<PeerRow<'_>> {
                 checks: o.checks,
                 fails_total: o.fails,
                 failures_by_reason: REASONS,
-                last_failure_reason: o.reason.map(|i| REASON_NAMES[i]),
+                last_failure_reason: o.reason.map(|i| crate::reason::NAMES[i]),
                 last_change_ms: o.last_change_ms,
                 down_since_ms: o.down_since_ms,
                 duration_buckets: &o.slots,
