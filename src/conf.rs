@@ -5,8 +5,9 @@
 use core::ffi::{c_char, c_void};
 use core::ptr;
 
-use healthcheck_core::conf::{self as cc, CheckConf, Reuse, StatusFormat, VnswrrConf};
+use healthcheck_core::conf::{self as cc, CheckConf, Reuse, VnswrrConf};
 use healthcheck_core::identity::identity_hash;
+use healthcheck_core::status::Format;
 use ngx::core::{NGX_CONF_ERROR, NGX_CONF_OK};
 use ngx::ffi::{
     ngx_command_t, ngx_conf_t, ngx_module_t, ngx_pagesize, ngx_shared_memory_add, ngx_shm_zone_t,
@@ -51,7 +52,7 @@ pub struct UpsConf {
 /// Per-location configuration of the http context.
 #[derive(Default)]
 pub struct LocConf {
-    pub status: Option<StatusFormat>,
+    pub status: Option<Format>,
 }
 
 fn emerg(cf: *mut ngx_conf_t, msg: &str) -> *mut c_char {

@@ -187,7 +187,7 @@ unsafe extern "C" fn ngx_http_healthcheck_status(
 ///
 /// # Safety
 /// `r` is a live request.
-unsafe fn status_format(r: &ngx_http_request_t) -> Option<healthcheck_core::conf::StatusFormat> {
+unsafe fn status_format(r: &ngx_http_request_t) -> Option<healthcheck_core::status::Format> {
     // SAFETY: loc_conf holds one entry per http module.
     let lcf =
         unsafe { *r.loc_conf.add(ngx_http_upstream_check_module.ctx_index) }.cast::<LocConf>();

@@ -18,7 +18,6 @@ use core::ptr;
 use core::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use healthcheck_core::conf::StatusFormat;
 use healthcheck_core::status::{
     self as st, Counts, Format, Group, Meta, PeerRow, Query, Renderer, DURATION_SLOTS,
 };
@@ -35,15 +34,6 @@ use ngx::ffi::{
 use crate::ffi::{guard, str_bytes};
 use crate::shm::{Slot, REASON_NAMES};
 use crate::worker::WORKER;
-
-fn format_of(f: StatusFormat) -> Format {
-    match f {
-        StatusFormat::Html => Format::Html,
-        StatusFormat::Csv => Format::Csv,
-        StatusFormat::Json => Format::Json,
-        StatusFormat::Prometheus => Format::Prometheus,
-    }
-}
 
 /// A consistent copy of one slot.
 #[derive(Default)]
@@ -542,7 +532,7 @@ unsafe fn handle(r: &mut ngx_http_request_t) -> ngx_int_t {
             return unsafe { send(r, 400, "text/plain; charset=utf-8", body) };
         }
     };
-    let format = query.format.unwrap_or(format_of(default));
+    let format = query.format.unwrap_or(default);
     let mut job = Job::new(format, query);
     if job.step() {
         // Small page: done in this turn.

@@ -19,8 +19,7 @@ use std::fmt;
 
 pub use check::parse_check;
 pub use directives::{
-    parse_keepalive_requests, parse_shm_size, parse_status_directive, parse_vnswrr, StatusFormat,
-    VnswrrConf,
+    parse_keepalive_requests, parse_shm_size, parse_status_directive, parse_vnswrr, VnswrrConf,
 };
 pub use time::parse_time;
 

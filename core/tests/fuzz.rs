@@ -25,9 +25,7 @@
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 
-use healthcheck_core::conf::{
-    self, CheckConf, CheckType, KernelKeepalive, Reuse, StatusFormat, VnswrrConf,
-};
+use healthcheck_core::conf::{self, CheckConf, CheckType, KernelKeepalive, Reuse, VnswrrConf};
 use healthcheck_core::health::{Health, Transition};
 use healthcheck_core::identity::identity_hash;
 use healthcheck_core::ptrmap::PtrMap;
@@ -481,8 +479,14 @@ proptest! {
         let args: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
 
         let want = match args.as_slice() {
-            [] => Some(StatusFormat::Html),
-            [a] => StatusFormat::ALL.into_iter().find(|f| f.as_str().as_bytes() == *a),
+            [] => Some(Format::Html),
+            [a] => match *a {
+                b"html" => Some(Format::Html),
+                b"csv" => Some(Format::Csv),
+                b"json" => Some(Format::Json),
+                b"prometheus" => Some(Format::Prometheus),
+                _ => None,
+            },
             _ => None,
         };
         match conf::parse_status_directive(&args) {
@@ -493,12 +497,9 @@ proptest! {
                 assert_quotes_an_arg(&e.to_string(), "healthcheck_status", &args)?;
             }
         }
-        // StatusFormat and status::Format name the same formats.
-        for a in &args {
-            prop_assert_eq!(
-                StatusFormat::parse(a).map(StatusFormat::as_str),
-                Format::from_name(a).map(Format::as_str)
-            );
+        // The directive and `?format=` name formats the same way.
+        if let [a] = args.as_slice() {
+            prop_assert_eq!(conf::parse_status_directive(&args).ok(), Format::from_name(a));
         }
 
         let mut want = Some(VnswrrConf::default());
