@@ -16,21 +16,9 @@ use ngx::ffi::{
 use crate::conf::UpsConf;
 use crate::ffi::str_bytes;
 
-/// The two upstream contexts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Proto {
-    Http,
-    Stream,
-}
-
-impl Proto {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Proto::Http => "http",
-            Proto::Stream => "stream",
-        }
-    }
-}
+/// The two upstream contexts: core's [`Group`](healthcheck_core::status::Group),
+/// under the name the rest of the crate uses for now.
+pub use healthcheck_core::status::Group as Proto;
 
 /// One checked peer: a resolved address of a non-`down` server line.
 #[derive(Clone, Copy)]

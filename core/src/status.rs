@@ -37,11 +37,13 @@ mod text;
 #[cfg(test)]
 mod tests;
 
-/// Which `upstream {}` context a peer belongs to.
+/// Which `upstream {}` context, http or stream, a peer (or an upstream,
+/// or a shared zone) belongs to. The nginx glue indexes per-context tables
+/// with `group as usize`: http is 0, stream 1.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Group {
-    Http,
-    Stream,
+    Http = 0,
+    Stream = 1,
 }
 
 impl Group {
