@@ -10,14 +10,21 @@
 //! - [`parse_shm_size`], [`parse_keepalive_requests`],
 //!   [`parse_status_directive`], [`parse_vnswrr`]: the smaller directives.
 //! - [`parse_time`]: nginx's time syntax (`ngx_parse_time`).
+//! - [`finish_context`]: the rules across directives, checked when an
+//!   `http {}` or `stream {}` context is complete, and the layout of its
+//!   shared zone.
 
 mod check;
+mod context;
 mod directives;
 mod time;
 
 use std::fmt;
 
 pub use check::parse_check;
+pub use context::{
+    finish_context, Diagnostic, Directive, Finished, PeerFacts, UpstreamFacts, ZoneLayout,
+};
 pub use directives::{
     parse_keepalive_requests, parse_shm_size, parse_status_directive, parse_vnswrr, VnswrrConf,
 };
