@@ -1,7 +1,13 @@
-//! Configuration: directive handlers (shared by http and stream) and the
-//! per-context finishing step that validates across directives, sizes the
-//! shared zone and registers it.
+//! Configuration: the module's configuration structs, the directive
+//! handlers (shared by http and stream; `vnswrr`'s is in `crate::vnswrr`)
+//! and the per-context finishing step, which runs the cross-directive rules
+//! of `healthcheck_core::conf::finish_context` and registers the shared zone
+//! they lay out.
+//!
+//! Data flows one way: conf depends on no other view of nginx's upstreams;
+//! `crate::upstream` and `crate::vnswrr` read and fill these structs.
 
+use core::any::Any;
 use core::ffi::{c_char, c_void};
 use core::ptr;
 
@@ -43,8 +49,10 @@ pub struct UpsConf {
     pub keepalive_requests: Option<u32>,
     pub keepalive_requests_loc: ConfLoc,
     pub vnswrr: Option<VnswrrConf>,
-    /// The `vnswrr` balancer's state, built in its `init_upstream`.
-    pub vnswrr_balancer: Option<Box<crate::vnswrr::Balancer>>,
+    /// The per-upstream state of the balancer the module installed: the
+    /// `vnswrr` balancer's, which builds it in its `init_upstream` and
+    /// alone knows its type (`crate::vnswrr`).
+    pub balancer: Option<Box<dyn Any>>,
 }
 
 /// Per-location configuration of the http context.
@@ -59,11 +67,13 @@ fn emerg(cf: *mut ngx_conf_t, msg: &str) -> *mut c_char {
 }
 
 /// Common prologue of a directive handler: turn the raw pointers into
-/// references and run `f` under the panic guard.
+/// references, refuse a duplicate (`is_set`), and run `f` under the panic
+/// guard with the directive's arguments; an `Err` message is logged as
+/// `[emerg]` (an empty one fails silently).
 ///
 /// # Safety
 /// nginx's directive-handler contract: `cf` valid, `conf` points to a `T`.
-unsafe fn directive<T>(
+pub(crate) unsafe fn directive<T>(
     cf: *mut ngx_conf_t,
     conf: *mut c_void,
     is_set: impl FnOnce(&T) -> bool,
@@ -161,31 +171,6 @@ pub unsafe extern "C" fn ngx_upstream_check_shm_size(
             },
         )
     }
-}
-
-/// `vnswrr [max_init=n];` in an upstream block.
-pub unsafe extern "C" fn ngx_upstream_vnswrr(
-    cf: *mut ngx_conf_t,
-    _cmd: *mut ngx_command_t,
-    conf: *mut c_void,
-) -> *mut c_char {
-    // SAFETY: nginx's directive contract.
-    let rv = unsafe {
-        directive::<UpsConf>(
-            cf,
-            conf,
-            |c| c.vnswrr.is_some(),
-            |_, c, args| {
-                c.vnswrr = Some(cc::parse_vnswrr(args).map_err(|e| e.to_string())?);
-                Ok(())
-            },
-        )
-    };
-    if rv != NGX_CONF_OK {
-        return rv;
-    }
-    // SAFETY: nginx's directive contract.
-    unsafe { crate::vnswrr::set_method(cf) }
 }
 
 /// `healthcheck_status [format];` in a location.

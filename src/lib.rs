@@ -457,7 +457,7 @@ static mut HTTP_COMMANDS: [ngx_command_t; 6] = [
     command(
         ngx_string!("vnswrr"),
         NGX_HTTP_UPS_CONF | NGX_CONF_NOARGS | NGX_CONF_TAKE1,
-        conf::ngx_upstream_vnswrr,
+        vnswrr::ngx_upstream_vnswrr,
         SRV_CONF_OFFSET,
     ),
     ngx_command_t::empty(),
@@ -509,7 +509,7 @@ static mut STREAM_COMMANDS: [ngx_command_t; 5] = [
     command(
         ngx_string!("vnswrr"),
         NGX_STREAM_UPS_CONF | NGX_CONF_NOARGS | NGX_CONF_TAKE1,
-        conf::ngx_upstream_vnswrr,
+        vnswrr::ngx_upstream_vnswrr,
         SRV_CONF_OFFSET,
     ),
     ngx_command_t::empty(),

@@ -24,10 +24,11 @@
 use core::ffi::{c_char, c_void, CStr};
 use core::ptr;
 
+use healthcheck_core::conf::parse_vnswrr;
 use healthcheck_core::vnswrr::{Ring, Verdict};
 use ngx::core::{NGX_CONF_ERROR, NGX_CONF_OK};
 use ngx::ffi::{
-    ngx_conf_t, ngx_current_msec, ngx_http_conf_ctx_t, ngx_http_request_t,
+    ngx_command_t, ngx_conf_t, ngx_current_msec, ngx_http_conf_ctx_t, ngx_http_request_t,
     ngx_http_upstream_module, ngx_int_t, ngx_log_t, ngx_msec_t, ngx_palloc, ngx_peer_connection_t,
     ngx_pool_t, ngx_rwlock_rlock, ngx_rwlock_unlock, ngx_rwlock_wlock, ngx_stream_conf_ctx_t,
     ngx_stream_session_t, ngx_stream_upstream_module, ngx_uint_t, time_t, NGX_BUSY, NGX_ERROR,
@@ -38,8 +39,9 @@ use crate::conf::UpsConf;
 use crate::ffi::guard;
 use crate::upstream::Proto;
 
-/// One upstream's rings, one per group (primary, then backup).
-pub struct Balancer {
+/// One upstream's rings, one per group (primary, then backup): the state
+/// this balancer keeps in the upstream's `UpsConf::balancer`.
+struct Balancer {
     groups: Vec<Group>,
 }
 
@@ -83,12 +85,38 @@ macro_rules! since_1_27_3 {
     ($($t:tt)*) => {};
 }
 
+/// `vnswrr [max_init=n];` in an upstream block: parse the arguments, then
+/// make vnswrr the upstream's balancer.
+pub unsafe extern "C" fn ngx_upstream_vnswrr(
+    cf: *mut ngx_conf_t,
+    _cmd: *mut ngx_command_t,
+    conf: *mut c_void,
+) -> *mut c_char {
+    // SAFETY: nginx's directive contract.
+    let rv = unsafe {
+        crate::conf::directive::<UpsConf>(
+            cf,
+            conf,
+            |c| c.vnswrr.is_some(),
+            |_, c, args| {
+                c.vnswrr = Some(parse_vnswrr(args).map_err(|e| e.to_string())?);
+                Ok(())
+            },
+        )
+    };
+    if rv != NGX_CONF_OK {
+        return rv;
+    }
+    // SAFETY: nginx's directive contract.
+    unsafe { set_method(cf) }
+}
+
 /// `vnswrr` in an upstream block (after its arguments were parsed): make
 /// it the upstream's balancer, as nginx's `least_conn` does.
 ///
 /// # Safety
 /// Called from the directive handler with nginx's `cf`.
-pub unsafe fn set_method(cf: *mut ngx_conf_t) -> *mut c_char {
+unsafe fn set_method(cf: *mut ngx_conf_t) -> *mut c_char {
     // SAFETY: nginx passes the configuration being parsed.
     let cfr = unsafe { &*cf };
     if cfr.cmd_type == NGX_STREAM_UPS_CONF as ngx_uint_t {
@@ -356,7 +384,7 @@ macro_rules! balancer {
                     }
                     list = peers.next;
                 }
-                conf.vnswrr_balancer = Some(Box::new(Balancer { groups }));
+                conf.balancer = Some(Box::new(Balancer { groups }));
                 us.peer.init = Some($init_peer);
                 NGX_OK as ngx_int_t
             }
@@ -378,7 +406,8 @@ macro_rules! balancer {
                 let balancer = unsafe {
                     let index = (*ptr::addr_of!(crate::$module)).ctx_index;
                     ups_conf((*us).srv_conf, index)
-                        .and_then(|c| c.vnswrr_balancer.as_deref_mut())
+                        .and_then(|c| c.balancer.as_deref_mut())
+                        .and_then(|b| b.downcast_mut::<Balancer>())
                         .map_or(ptr::null_mut(), |b| b as *mut Balancer)
                 };
                 if balancer.is_null() {
