@@ -8,15 +8,15 @@
 //! `crate::upstream` and `crate::vnswrr` read and fill these structs.
 
 use core::any::Any;
-use core::ffi::{c_char, c_void};
-use core::ptr;
+use core::ffi::{c_char, c_ulong, c_void};
+use core::ptr::{self, NonNull};
 
 use healthcheck_core::conf::{self as cc, CheckConf, VnswrrConf};
 use healthcheck_core::status::{Format, Group};
 use ngx::core::{NGX_CONF_ERROR, NGX_CONF_OK};
 use ngx::ffi::{
-    ngx_command_t, ngx_conf_t, ngx_module_t, ngx_pagesize, ngx_shared_memory_add, ngx_shm_zone_t,
-    ngx_str_t, NGX_LOG_EMERG, NGX_LOG_WARN,
+    ngx_command_t, ngx_conf_t, ngx_module_t, ngx_pagesize, ngx_palloc, ngx_pool_cleanup_add,
+    ngx_pool_t, ngx_shared_memory_add, ngx_shm_zone_t, ngx_str_t, NGX_LOG_EMERG, NGX_LOG_WARN,
 };
 
 use crate::ffi::{conf_args, guard, log_at, ConfLoc};
@@ -272,18 +272,52 @@ pub unsafe fn finish_context<U: UpstreamBlock>(
     let Some(z) = (unsafe { zone.as_mut() }) else {
         return Err(());
     };
-    // SAFETY: the pool lives as long as the configuration.
-    let plan = unsafe { ngx::core::Pool::from_ngx_pool((*cf).pool) }.allocate(ZonePlan {
+    let plan = ZonePlan {
         identities: layout.identities,
         default_down: layout.default_down,
-    });
-    if plan.is_null() {
+    };
+    // SAFETY: the configuration's pool lives as long as the zone's use of
+    // the plan (the zone's `init` reads it while this cycle is set up).
+    let Some(plan) = (unsafe { pool_allocate((*cf).pool, plan) }) else {
         return Err(());
-    }
+    };
     z.init = Some(shm::init_zone);
-    z.data = plan.cast();
+    z.data = plan.as_ptr().cast();
     // A fresh zone on every load; `init` receives the old zone's data.
     z.noreuse = 1;
     mcf.zone = zone;
     Ok(())
+}
+
+/// Move `value` into memory from `pool`, to be dropped when the pool is
+/// destroyed: what `ngx::core::Pool::allocate` is for, without its flaw
+/// (ngx 0.5.1 writes the value before checking that the allocation
+/// succeeded). `None` when nginx could not allocate (it has logged why;
+/// `value` is dropped): fail as nginx does, e.g. with `NGX_CONF_ERROR`
+/// from a configuration callback, `NGX_ERROR` elsewhere.
+///
+/// # Safety
+/// `pool` is a live nginx pool; the returned pointer is valid until the
+/// pool is destroyed, and the value must not be used after that.
+pub(crate) unsafe fn pool_allocate<T>(pool: *mut ngx_pool_t, value: T) -> Option<NonNull<T>> {
+    // ngx_palloc aligns to NGX_ALIGNMENT, sizeof(unsigned long).
+    const { assert!(align_of::<T>() <= size_of::<c_ulong>()) };
+    // SAFETY: a live pool, per the contract.
+    let p = NonNull::new(unsafe { ngx_palloc(pool, size_of::<T>()) }.cast::<T>())?;
+    // The cleanup first: if it cannot be registered, nothing was written
+    // and there is nothing to drop (the pool memory goes with the pool).
+    // SAFETY: as above; NULL or a cleanup entry of the pool.
+    let cln = unsafe { ngx_pool_cleanup_add(pool, 0).as_mut() }?;
+    // SAFETY: fresh pool memory of T's size and suitable alignment.
+    unsafe { p.as_ptr().write(value) };
+    cln.handler = Some(drop_pooled::<T>);
+    cln.data = p.as_ptr().cast();
+    Some(p)
+}
+
+/// The pool cleanup of [`pool_allocate`].
+unsafe extern "C" fn drop_pooled<T>(data: *mut c_void) {
+    // SAFETY: `data` is the value `pool_allocate` wrote, dropped once, when
+    // its pool is destroyed.
+    unsafe { ptr::drop_in_place(data.cast::<T>()) }
 }
