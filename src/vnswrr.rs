@@ -60,27 +60,12 @@ struct Group {
 // `peers->config` (a generation count checked by every balancer) and
 // `peer->refs` (taken by `get`, dropped by round robin's `free`). The older
 // nginx versions the module supports have neither.
-#[cfg(not(any(
-    ngx_version_number = "1026000",
-    ngx_version_number = "1026001",
-    ngx_version_number = "1026002",
-    ngx_version_number = "1026003",
-    ngx_version_number = "1027000",
-    ngx_version_number = "1027001",
-    ngx_version_number = "1027002",
-)))]
+// (build.rs emits the cfg from the version of the nginx tree.)
+#[cfg(ngx_version_at_least = "1.27.3")]
 macro_rules! since_1_27_3 {
     ($($t:tt)*) => { $($t)* };
 }
-#[cfg(any(
-    ngx_version_number = "1026000",
-    ngx_version_number = "1026001",
-    ngx_version_number = "1026002",
-    ngx_version_number = "1026003",
-    ngx_version_number = "1027000",
-    ngx_version_number = "1027001",
-    ngx_version_number = "1027002",
-))]
+#[cfg(not(ngx_version_at_least = "1.27.3"))]
 macro_rules! since_1_27_3 {
     ($($t:tt)*) => {};
 }
