@@ -2874,14 +2874,12 @@ fn render_huge_times() {
     }
 }
 
-/// `schedule::lease` keeps 16 bits of the worker slot: slot 65535 (and
-/// every slot >= 65535 that truncates to it) makes `(65535 + 1) << 48`,
-/// which shifts out to 0, so the lease word is the bare expiry, equal to
-/// the free word 0 when the expiry's low 48 bits are 0, and the slot does
-/// not recognise its own lease. Not reachable in nginx (at most
-/// NGX_MAX_PROCESSES = 1024 worker slots); kept as a documented edge.
+/// `schedule::lease` keeps 16 bits of the worker slot. Slot 65535 used to
+/// be stored as 65535 + 1, which shifts out to 0, so its lease word was the
+/// bare expiry (the free word 0 when the expiry's low bits were 0) and the
+/// slot did not recognise its own lease. A held bit now marks the lease.
+/// Not reachable in nginx (at most NGX_MAX_PROCESSES = 1024 worker slots).
 #[test]
-#[ignore = "bug (unreachable in nginx, <= 1024 worker slots): schedule::lease(65535, e) drops the slot"]
 fn lease_of_slot_65535() {
     let e = 1 << 48;
     assert_ne!(schedule::lease(65_535, e), 0);
