@@ -1,4 +1,4 @@
-//! When a worker runs a peer's round (SPEC §3).
+//! When a worker runs a peer's round (README: How checks work).
 //!
 //! Every worker keeps a timer per peer; the shared slot holds when the next
 //! round is due and a lease naming the worker running a round. The peer's

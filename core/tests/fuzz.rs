@@ -2,7 +2,7 @@
 //! (issue 8, "Fuzzing and sanitizers").
 //!
 //! Every test checks invariants, not only "no panic": parsers are compared
-//! with oracles written from the README/SPEC rules, renderers are read back
+//! with oracles written from the README's rules, renderers are read back
 //! with real parsers (serde_json, the csv crate, a strict Prometheus text
 //! reader, an HTML cell reader), the VNSWRR ring is driven by adversarial
 //! `check`/`take` answers against a model of which peers it may refuse,
