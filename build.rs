@@ -2,14 +2,21 @@
 //!
 //! 1. Forwards what nginx-sys learned from the configured nginx tree
 //!    (`DEP_NGINX_*`, visible because nginx-sys is a direct dependency) as
-//!    cfgs and env vars: `ngx_feature`, `ngx_os`, `ngx_version_number`,
-//!    `NGX_VERSION`, `NGX_VERSION_NUMBER`.
+//!    cfgs and env vars: `ngx_feature`, `ngx_os`, `NGX_VERSION`,
+//!    `NGX_VERSION_NUMBER`, and `ngx_version_at_least` for the versions in
+//!    [`VERSION_GATES`].
 //! 2. Refuses an nginx tree without the health check patch (`patches/`):
 //!    the module would build but could never mark a peer down.
 
 use std::env;
 use std::fs;
 use std::path::{Path, PathBuf};
+
+/// nginx versions the code tests for, oldest first: the cfg
+/// `ngx_version_at_least = "<v>"` holds when the tree is that version or
+/// later. 1.27.3 added re-resolving servers at run time, and with it
+/// `peers->config` and `peer->refs` (used by `src/vnswrr.rs`).
+const VERSION_GATES: &[&str] = &["1.27.3"];
 
 /// (header, marker macro) pairs the patch adds.
 const MARKERS: &[(&str, &str)] = &[
@@ -49,16 +56,38 @@ fn forward_nginx_config() {
         println!("cargo::rustc-cfg=ngx_os=\"{os}\"");
     }
 
-    // e.g. 1028003 for 1.28.3: cfg(ngx_version_number = "1028003") and
-    // env!("NGX_VERSION_NUMBER"); NGX_VERSION is the dotted string.
-    println!("cargo::rustc-check-cfg=cfg(ngx_version_number, values(any()))");
-    if let Some(number) = dep("DEP_NGINX_VERSION_NUMBER") {
-        println!("cargo::rustc-cfg=ngx_version_number=\"{number}\"");
-        println!("cargo::rustc-env=NGX_VERSION_NUMBER={number}");
+    // cfg(ngx_version_at_least = "1.27.3") for every version in
+    // VERSION_GATES that the tree's version reaches; env!("NGX_VERSION_NUMBER")
+    // (e.g. 1028003 for 1.28.3) and env!("NGX_VERSION") (the dotted string).
+    let gates: Vec<String> = VERSION_GATES.iter().map(|v| format!("\"{v}\"")).collect();
+    println!(
+        "cargo::rustc-check-cfg=cfg(ngx_version_at_least, values({}))",
+        gates.join(", ")
+    );
+    let number = dep("DEP_NGINX_VERSION_NUMBER")
+        .expect("nginx-sys did not report the nginx version (DEP_NGINX_VERSION_NUMBER)");
+    let n: u64 = number
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("DEP_NGINX_VERSION_NUMBER={number:?} is not a number"));
+    for gate in VERSION_GATES {
+        if n >= version_number(gate) {
+            println!("cargo::rustc-cfg=ngx_version_at_least=\"{gate}\"");
+        }
     }
+    println!("cargo::rustc-env=NGX_VERSION_NUMBER={n}");
     if let Some(version) = nginx_version() {
         println!("cargo::rustc-env=NGX_VERSION={version}");
     }
+}
+
+/// nginx's `nginx_version` number of a dotted version: 1.27.3 -> 1027003.
+fn version_number(dotted: &str) -> u64 {
+    let mut parts = dotted
+        .split('.')
+        .map(|p| p.parse::<u64>().expect("a dotted version"));
+    let mut part = || parts.next().unwrap_or(0);
+    part() * 1_000_000 + part() * 1_000 + part()
 }
 
 /// "1.28.3" (nginx-sys reports NGINX_VER, "nginx/1.28.3").

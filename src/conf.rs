@@ -1,12 +1,18 @@
-//! Configuration: directive handlers (shared by http and stream) and the
-//! per-context finishing step that validates across directives, sizes the
-//! shared zone and registers it.
+//! Configuration: the module's configuration structs, the directive
+//! handlers (shared by http and stream; `vnswrr`'s is in `crate::vnswrr`)
+//! and the per-context finishing step, which runs the cross-directive rules
+//! of `healthcheck_core::conf::finish_context` and registers the shared zone
+//! they lay out.
+//!
+//! Data flows one way: conf depends on no other view of nginx's upstreams;
+//! `crate::upstream` and `crate::vnswrr` read and fill these structs.
 
+use core::any::Any;
 use core::ffi::{c_char, c_void};
 use core::ptr;
 
-use healthcheck_core::conf::{self as cc, CheckConf, Reuse, StatusFormat, VnswrrConf};
-use healthcheck_core::identity::identity_hash;
+use healthcheck_core::conf::{self as cc, CheckConf, VnswrrConf};
+use healthcheck_core::status::{Format, Group};
 use ngx::core::{NGX_CONF_ERROR, NGX_CONF_OK};
 use ngx::ffi::{
     ngx_command_t, ngx_conf_t, ngx_module_t, ngx_pagesize, ngx_shared_memory_add, ngx_shm_zone_t,
@@ -15,7 +21,6 @@ use ngx::ffi::{
 
 use crate::ffi::{conf_args, guard, log_at, ConfLoc};
 use crate::shm::{self, ZonePlan};
-use crate::upstream::{Proto, UpstreamRef};
 
 /// Main configuration of the http or the stream context.
 pub struct MainConf {
@@ -44,14 +49,16 @@ pub struct UpsConf {
     pub keepalive_requests: Option<u32>,
     pub keepalive_requests_loc: ConfLoc,
     pub vnswrr: Option<VnswrrConf>,
-    /// The `vnswrr` balancer's state, built in its `init_upstream`.
-    pub vnswrr_balancer: Option<Box<crate::vnswrr::Balancer>>,
+    /// The per-upstream state of the balancer the module installed: the
+    /// `vnswrr` balancer's, which builds it in its `init_upstream` and
+    /// alone knows its type (`crate::vnswrr`).
+    pub balancer: Option<Box<dyn Any>>,
 }
 
 /// Per-location configuration of the http context.
 #[derive(Default)]
 pub struct LocConf {
-    pub status: Option<StatusFormat>,
+    pub status: Option<Format>,
 }
 
 fn emerg(cf: *mut ngx_conf_t, msg: &str) -> *mut c_char {
@@ -60,11 +67,13 @@ fn emerg(cf: *mut ngx_conf_t, msg: &str) -> *mut c_char {
 }
 
 /// Common prologue of a directive handler: turn the raw pointers into
-/// references and run `f` under the panic guard.
+/// references, refuse a duplicate (`is_set`), and run `f` under the panic
+/// guard with the directive's arguments; an `Err` message is logged as
+/// `[emerg]` (an empty one fails silently).
 ///
 /// # Safety
 /// nginx's directive-handler contract: `cf` valid, `conf` points to a `T`.
-unsafe fn directive<T>(
+pub(crate) unsafe fn directive<T>(
     cf: *mut ngx_conf_t,
     conf: *mut c_void,
     is_set: impl FnOnce(&T) -> bool,
@@ -164,31 +173,6 @@ pub unsafe extern "C" fn ngx_upstream_check_shm_size(
     }
 }
 
-/// `vnswrr [max_init=n];` in an upstream block.
-pub unsafe extern "C" fn ngx_upstream_vnswrr(
-    cf: *mut ngx_conf_t,
-    _cmd: *mut ngx_command_t,
-    conf: *mut c_void,
-) -> *mut c_char {
-    // SAFETY: nginx's directive contract.
-    let rv = unsafe {
-        directive::<UpsConf>(
-            cf,
-            conf,
-            |c| c.vnswrr.is_some(),
-            |_, c, args| {
-                c.vnswrr = Some(cc::parse_vnswrr(args).map_err(|e| e.to_string())?);
-                Ok(())
-            },
-        )
-    };
-    if rv != NGX_CONF_OK {
-        return rv;
-    }
-    // SAFETY: nginx's directive contract.
-    unsafe { crate::vnswrr::set_method(cf) }
-}
-
 /// `healthcheck_status [format];` in a location.
 ///
 /// # Safety
@@ -208,112 +192,97 @@ pub unsafe fn set_status(cf: *mut ngx_conf_t, conf: *mut c_void) -> *mut c_char 
     }
 }
 
-/// Finish a context: cross-directive validation, zone sizing, zone
-/// registration. Runs in `init_main_conf`, after nginx built the peers.
+/// What finishing a context reads from one upstream block. The views of
+/// `crate::upstream` implement it, so that configuration data flows one
+/// way: upstream views read `UpsConf`; conf does not know the views.
+pub trait UpstreamBlock {
+    /// Our srv conf of the block.
+    fn conf(&self) -> &UpsConf;
+    /// The block's name.
+    fn name_bytes(&self) -> &[u8];
+    /// Its checked peers (collected only when it has `check`).
+    fn peer_facts(&self) -> Vec<cc::PeerFacts<'_>>;
+}
+
+/// Finish a context: cross-directive validation (`cc::finish_context`),
+/// zone sizing, zone registration. Runs in `init_main_conf`, after nginx
+/// built the peers.
 ///
 /// # Safety
 /// `cf` is the configuration of the context being finished; `tag` is the
 /// module owning `mcf`.
-pub unsafe fn finish_context(
+pub unsafe fn finish_context<U: UpstreamBlock>(
     cf: *mut ngx_conf_t,
-    proto: Proto,
+    group: Group,
     mcf: &mut MainConf,
-    upstreams: &[UpstreamRef],
+    upstreams: &[U],
     tag: *mut ngx_module_t,
 ) -> Result<(), ()> {
     // SAFETY: valid during configuration.
     let log = unsafe { (*cf).log };
-    let mut identities = Vec::new();
-    let mut default_down = Vec::new();
-    for u in upstreams {
-        let c = u.conf();
-        if c.keepalive_requests.is_some() && c.check.as_ref().map(|c| c.reuse) != Some(Reuse::On) {
-            let msg = format!(
-                "\"check_keepalive_requests\" has no effect in upstream \"{}\": its check is not reuse=on",
-                String::from_utf8_lossy(u.name_bytes()),
-            );
-            // SAFETY: valid log.
-            unsafe { log_at(NGX_LOG_WARN, log, &c.keepalive_requests_loc, &msg) };
-        }
-        let Some(check) = &c.check else { continue };
-        if check.port != 0 {
-            if let Some(p) = u.peers.iter().find(|p| p.is_unix()) {
-                let msg = format!(
-                    "invalid parameter \"port={}\": upstream \"{}\" has the unix-socket server \"{}\", which has no port",
-                    check.port,
-                    String::from_utf8_lossy(u.name_bytes()),
-                    String::from_utf8_lossy(p.name_bytes()),
-                );
-                // SAFETY: valid log.
-                unsafe { log_at(NGX_LOG_EMERG, log, &c.check_loc, &msg) };
-                return Err(());
+    let facts: Vec<cc::UpstreamFacts<'_>> = upstreams
+        .iter()
+        .map(|u| {
+            let c = u.conf();
+            cc::UpstreamFacts {
+                name: u.name_bytes(),
+                check: c.check.as_ref(),
+                keepalive_requests: c.keepalive_requests,
+                peers: u.peer_facts(),
             }
-        }
-        for p in &u.peers {
-            // The effective check port: `port=` naming the server's own
-            // port is the same check as no `port=`.
-            let port = if check.port == 0 {
-                p.port()
-            } else {
-                check.port
-            };
-            identities.push(identity_hash(
-                proto.as_str(),
-                u.name_bytes(),
-                p.name_bytes(),
-                check.check_type.as_str(),
-                port,
-            ));
-            default_down.push(check.default_down);
-        }
-    }
-
-    // The zone exists even without checked peers, so that the
-    // configuration generation keeps counting.
-    let npeers = identities.len();
-
+        })
+        .collect();
     // SAFETY: set by nginx at start.
     let page = unsafe { ngx_pagesize };
-    let required = shm::required_size(npeers, page);
-    let size = match mcf.shm_size {
-        None => required,
-        Some(s) if (s as usize) < required => {
-            let msg = format!(
-                "\"check_shm_size\" {} is too small for {} checked {} peers: at least {} bytes ({}k) are needed",
-                s,
-                npeers,
-                proto.as_str(),
-                required,
-                required.div_ceil(1024)
-            );
+    let finished = cc::finish_context(group, &facts, mcf.shm_size, |n| shm::required_size(n, page));
+    // Where each directive was written (the indices are the facts', so
+    // the upstreams').
+    let loc = |at: cc::Directive| {
+        match at {
+            cc::Directive::Check(i) => upstreams.get(i).map(|u| u.conf().check_loc),
+            cc::Directive::KeepaliveRequests(i) => {
+                upstreams.get(i).map(|u| u.conf().keepalive_requests_loc)
+            }
+            cc::Directive::ShmSize => Some(mcf.shm_size_loc),
+        }
+        .unwrap_or_default()
+    };
+    for w in &finished.warnings {
+        // SAFETY: valid log.
+        unsafe { log_at(NGX_LOG_WARN, log, &loc(w.at), &w.error.0) };
+    }
+    let layout = match finished.result {
+        Ok(layout) => layout,
+        Err(e) => {
             // SAFETY: valid log.
-            unsafe { log_at(NGX_LOG_EMERG, log, &mcf.shm_size_loc, &msg) };
+            unsafe { log_at(NGX_LOG_EMERG, log, &loc(e.at), &e.error.0) };
             return Err(());
         }
-        Some(s) => s as usize,
     };
 
-    let zone_name = shm::ZONE_NAMES[proto as usize];
+    let zone_name = shm::ZONE_NAMES[group as usize];
     let mut name = ngx_str_t {
         len: zone_name.len(),
         data: zone_name.as_ptr().cast_mut(),
     };
     // SAFETY: valid cf; the name is static.
-    let zone = unsafe { ngx_shared_memory_add(cf, &mut name as *mut ngx_str_t, size, tag.cast()) };
+    let zone =
+        unsafe { ngx_shared_memory_add(cf, &mut name as *mut ngx_str_t, layout.size, tag.cast()) };
     // SAFETY: NULL or a zone nginx owns.
     let Some(z) = (unsafe { zone.as_mut() }) else {
         return Err(());
     };
-    // SAFETY: the pool lives as long as the configuration.
-    let plan = unsafe { ngx::core::Pool::from_ngx_pool((*cf).pool) }.allocate(ZonePlan {
-        identities,
-        default_down,
-    });
-    if plan.is_null() {
+    let plan = ZonePlan {
+        identities: layout.identities,
+        default_down: layout.default_down,
+    };
+    // SAFETY: the configuration's pool lives as long as the zone's use of
+    // the plan (the zone's `init` reads it while this cycle is set up).
+    let Some(plan) = (unsafe { crate::pool::alloc((*cf).pool, plan) }) else {
         return Err(());
-    }
+    };
     z.init = Some(shm::init_zone);
-    z.data = plan.cast();
+    z.data = plan.as_ptr().cast();
     // A fresh zone on every load; `init` receives the old zone's data.
     z.noreuse = 1;
     mcf.zone = zone;

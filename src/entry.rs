@@ -20,7 +20,7 @@ use crate::hooks;
 use crate::pool;
 use crate::process;
 use crate::status;
-use crate::upstream::Proto;
+use healthcheck_core::status::Group;
 
 /// A default `T` in the configuration pool; NULL (nginx's "no memory")
 /// when the pool has none.
@@ -54,7 +54,7 @@ pub unsafe extern "C" fn create_loc_conf(cf: *mut ngx_conf_t) -> *mut c_void {
 
 /// Refuse to run in an nginx without the patch: checks that silently never
 /// affect balancing would be worse than no checks.
-fn preconfiguration(cf: *mut ngx_conf_t, proto: Proto) -> ngx_int_t {
+fn preconfiguration(cf: *mut ngx_conf_t, proto: Group) -> ngx_int_t {
     match hooks::require_patch(proto) {
         Ok(()) => NGX_OK as ngx_int_t,
         Err(msg) => {
@@ -68,7 +68,7 @@ pub unsafe extern "C" fn ngx_http_upstream_check_preconf(cf: *mut ngx_conf_t) ->
     // SAFETY: nginx passes the configuration being parsed.
     let log = unsafe { (*cf).log };
     ffi::guard(log, "preconfiguration", NGX_ERROR as ngx_int_t, || {
-        preconfiguration(cf, Proto::Http)
+        preconfiguration(cf, Group::Http)
     })
 }
 
@@ -76,7 +76,7 @@ pub unsafe extern "C" fn ngx_stream_upstream_check_preconf(cf: *mut ngx_conf_t) 
     // SAFETY: nginx passes the configuration being parsed.
     let log = unsafe { (*cf).log };
     ffi::guard(log, "preconfiguration", NGX_ERROR as ngx_int_t, || {
-        preconfiguration(cf, Proto::Stream)
+        preconfiguration(cf, Group::Stream)
     })
 }
 
@@ -86,7 +86,7 @@ pub unsafe extern "C" fn ngx_stream_upstream_check_preconf(cf: *mut ngx_conf_t) 
 unsafe fn init_main(
     cf: *mut ngx_conf_t,
     conf: *mut c_void,
-    proto: Proto,
+    proto: Group,
     tag: *mut ngx_module_t,
 ) -> *mut c_char {
     // SAFETY: nginx passes the context's cf.
@@ -117,7 +117,7 @@ pub unsafe extern "C" fn ngx_http_upstream_check_init_main_conf(
         init_main(
             cf,
             conf,
-            Proto::Http,
+            Group::Http,
             ptr::addr_of_mut!(crate::ngx_http_upstream_check_module),
         )
     }
@@ -132,7 +132,7 @@ pub unsafe extern "C" fn ngx_stream_upstream_check_init_main_conf(
         init_main(
             cf,
             conf,
-            Proto::Stream,
+            Group::Stream,
             ptr::addr_of_mut!(crate::ngx_stream_upstream_check_module),
         )
     }

@@ -13,7 +13,7 @@ use ngx::ffi::ngx_uint_t;
 
 use crate::ffi::{find_global, guard};
 use crate::process;
-use crate::upstream::Proto;
+use healthcheck_core::status::Group;
 
 const HTTP_HOOK: &CStr = c"ngx_http_upstream_check_peer_down_hook";
 const STREAM_HOOK: &CStr = c"ngx_stream_upstream_check_peer_down_hook";
@@ -21,15 +21,15 @@ const STREAM_HOOK: &CStr = c"ngx_stream_upstream_check_peer_down_hook";
 /// The hook's C type; peers and peer are the balancer's rr structures.
 type Hook = Option<unsafe extern "C" fn(*mut c_void, *mut c_void) -> ngx_uint_t>;
 
-fn symbol(proto: Proto) -> &'static CStr {
+fn symbol(proto: Group) -> &'static CStr {
     match proto {
-        Proto::Http => HTTP_HOOK,
-        Proto::Stream => STREAM_HOOK,
+        Group::Http => HTTP_HOOK,
+        Group::Stream => STREAM_HOOK,
     }
 }
 
 /// `Err(message)` when the running nginx lacks the patch.
-pub fn require_patch(proto: Proto) -> Result<(), String> {
+pub fn require_patch(proto: Group) -> Result<(), String> {
     match find_global(symbol(proto)) {
         Some(_) => Ok(()),
         None => Err(format!(
@@ -41,18 +41,18 @@ pub fn require_patch(proto: Proto) -> Result<(), String> {
     }
 }
 
-fn slot(proto: Proto) -> Option<*mut Hook> {
+fn slot(proto: Group) -> Option<*mut Hook> {
     find_global(symbol(proto)).map(|p| p.cast::<Hook>())
 }
 
 /// Point the hooks at this module (worker processes only).
 pub fn install() {
-    if let Some(p) = slot(Proto::Http) {
+    if let Some(p) = slot(Group::Http) {
         // SAFETY: the patched core defines this global with exactly the
         // `Hook` type; nginx is single-threaded per process.
         unsafe { p.write(Some(ngx_http_upstream_check_peer_down)) };
     }
-    if let Some(p) = slot(Proto::Stream) {
+    if let Some(p) = slot(Group::Stream) {
         // SAFETY: as above.
         unsafe { p.write(Some(ngx_stream_upstream_check_peer_down)) };
     }
@@ -60,7 +60,7 @@ pub fn install() {
 
 /// Reset the hooks to NULL (process exit).
 pub fn uninstall() {
-    for proto in [Proto::Http, Proto::Stream] {
+    for proto in [Group::Http, Group::Stream] {
         if let Some(p) = slot(proto) {
             // SAFETY: as in `install`.
             unsafe { p.write(None) };
@@ -75,7 +75,7 @@ unsafe extern "C" fn ngx_http_upstream_check_peer_down(
     // `peer_down` reads atomics and a fixed table with bounds-checked
     // lookups; the guard is there all the same (README: panics).
     guard(ptr::null_mut(), "selection hook", 0, || {
-        process::peer_down(Proto::Http, peers as usize, peer as usize) as ngx_uint_t
+        process::peer_down(Group::Http, peers as usize, peer as usize) as ngx_uint_t
     })
 }
 
@@ -84,6 +84,6 @@ unsafe extern "C" fn ngx_stream_upstream_check_peer_down(
     peer: *mut c_void,
 ) -> ngx_uint_t {
     guard(ptr::null_mut(), "selection hook", 0, || {
-        process::peer_down(Proto::Stream, peers as usize, peer as usize) as ngx_uint_t
+        process::peer_down(Group::Stream, peers as usize, peer as usize) as ngx_uint_t
     })
 }

@@ -92,7 +92,7 @@ static mut HTTP_COMMANDS: [ngx_command_t; 6] = [
     command(
         ngx_string!("vnswrr"),
         NGX_HTTP_UPS_CONF | NGX_CONF_NOARGS | NGX_CONF_TAKE1,
-        conf::ngx_upstream_vnswrr,
+        vnswrr::ngx_upstream_vnswrr,
         NGX_HTTP_SRV_CONF_OFFSET,
     ),
     ngx_command_t::empty(),
@@ -145,7 +145,7 @@ static mut STREAM_COMMANDS: [ngx_command_t; 5] = [
     command(
         ngx_string!("vnswrr"),
         NGX_STREAM_UPS_CONF | NGX_CONF_NOARGS | NGX_CONF_TAKE1,
-        conf::ngx_upstream_vnswrr,
+        vnswrr::ngx_upstream_vnswrr,
         NGX_STREAM_SRV_CONF_OFFSET,
     ),
     ngx_command_t::empty(),

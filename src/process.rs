@@ -22,8 +22,9 @@ use crate::check::Prober;
 use crate::conf::MainConf;
 use crate::ffi;
 use crate::shm::Zone;
-use crate::upstream::{self, Proto, UpstreamRef};
+use crate::upstream::{self, UpstreamRef};
 use crate::worker::{Context, Worker};
+use healthcheck_core::status::Group;
 
 /// Everything a process holds.
 struct State {
@@ -90,7 +91,7 @@ fn replace(log: *mut ngx_log_t, new: Option<State>) -> bool {
 /// peer list `list`, 0 if unknown) down: what the selection hooks and the
 /// module's own balancer ask before every selection.
 #[inline]
-pub fn peer_down(proto: Proto, list: usize, peer: usize) -> bool {
+pub fn peer_down(proto: Group, list: usize, peer: usize) -> bool {
     with(|w| w.context(proto).peer_down(list, peer)).unwrap_or(false)
 }
 
@@ -153,21 +154,21 @@ pub fn exit(log: *mut ngx_log_t) {
 ///
 /// # Safety
 /// `main_conf` is the context's main_conf array, or NULL.
-pub unsafe fn upstreams_of(proto: Proto, main_conf: *mut *mut c_void) -> Vec<UpstreamRef> {
+pub unsafe fn upstreams_of(proto: Group, main_conf: *mut *mut c_void) -> Vec<UpstreamRef> {
     if main_conf.is_null() {
         return Vec::new();
     }
     // SAFETY: the arrays hold one entry per module of the context.
     unsafe {
         match proto {
-            Proto::Http => {
+            Group::Http => {
                 let umcf = *main_conf.add(ngx_http_upstream_module.ctx_index);
                 upstream::http_upstreams(
                     umcf.cast::<ngx_http_upstream_main_conf_t>(),
                     &*ptr::addr_of!(crate::ngx_http_upstream_check_module),
                 )
             }
-            Proto::Stream => {
+            Group::Stream => {
                 let umcf = *main_conf.add(ngx_stream_upstream_module.ctx_index);
                 upstream::stream_upstreams(
                     umcf.cast::<ngx_stream_upstream_main_conf_t>(),
@@ -184,15 +185,15 @@ pub unsafe fn upstreams_of(proto: Proto, main_conf: *mut *mut c_void) -> Vec<Ups
 /// `cycle` is a cycle whose configuration is complete.
 unsafe fn build_worker(cycle: &ngx_cycle_t) -> Worker {
     let mut w = Worker::default();
-    for proto in [Proto::Http, Proto::Stream] {
+    for proto in [Group::Http, Group::Stream] {
         // SAFETY: module indices are set once modules are loaded.
         let (index, ctx_index) = unsafe {
             match proto {
-                Proto::Http => (
+                Group::Http => (
                     ngx_http_module.index,
                     (*ptr::addr_of!(crate::ngx_http_upstream_check_module)).ctx_index,
                 ),
-                Proto::Stream => (
+                Group::Stream => (
                     ngx_stream_module.index,
                     (*ptr::addr_of!(crate::ngx_stream_upstream_check_module)).ctx_index,
                 ),
@@ -206,8 +207,8 @@ unsafe fn build_worker(cycle: &ngx_cycle_t) -> Worker {
                 continue;
             }
             match proto {
-                Proto::Http => (*ctx.cast::<ngx_http_conf_ctx_t>()).main_conf,
-                Proto::Stream => (*ctx.cast::<ngx_stream_conf_ctx_t>()).main_conf,
+                Group::Http => (*ctx.cast::<ngx_http_conf_ctx_t>()).main_conf,
+                Group::Stream => (*ctx.cast::<ngx_stream_conf_ctx_t>()).main_conf,
             }
         };
         // SAFETY: as above.
@@ -221,8 +222,8 @@ unsafe fn build_worker(cycle: &ngx_cycle_t) -> Worker {
         let zone = unsafe { mcf.as_ref().and_then(|m| Zone::from_shm_zone(m.zone)) };
         let ctx = Context::new(zone, &ups);
         match proto {
-            Proto::Http => w.http = ctx,
-            Proto::Stream => w.stream = ctx,
+            Group::Http => w.http = ctx,
+            Group::Stream => w.stream = ctx,
         }
     }
     w
@@ -276,7 +277,7 @@ unsafe fn start_probes(cycle: &ngx_cycle_t, w: &Worker) -> Vec<Prober> {
     // SAFETY: per the contract.
     let slot = unsafe { worker_slot(cycle) };
     let conn_log = conn_log(cycle);
-    [Proto::Http, Proto::Stream]
+    [Group::Http, Group::Stream]
         .into_iter()
         // SAFETY: per the contract; both logs live for the process.
         .map(|proto| unsafe { Prober::start(proto, w.context(proto), slot, cycle.log, conn_log) })

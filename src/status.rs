@@ -18,7 +18,6 @@ use core::ptr;
 use core::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use healthcheck_core::conf::StatusFormat;
 use healthcheck_core::status::{self as st, Counts, Format, Group, Meta, PeerRow, Query, Renderer};
 use ngx::ffi::{
     ngx_add_timer, ngx_buf_t, ngx_chain_t, ngx_cycle_t, ngx_del_timer, ngx_delete_posted_event,
@@ -35,15 +34,6 @@ use crate::process;
 use crate::worker::Worker;
 use healthcheck_core::reason::{self, Reason, REASONS};
 use healthcheck_core::zone::{Slot, Snapshot};
-
-fn format_of(f: StatusFormat) -> Format {
-    match f {
-        StatusFormat::Html => Format::Html,
-        StatusFormat::Csv => Format::Csv,
-        StatusFormat::Json => Format::Json,
-        StatusFormat::Prometheus => Format::Prometheus,
-    }
-}
 
 fn delay(v: u32) -> i64 {
     if v == u32::MAX {
@@ -477,7 +467,7 @@ unsafe fn handle(r: &mut ngx_http_request_t) -> ngx_int_t {
             return unsafe { send(r, 400, "text/plain; charset=utf-8", body) };
         }
     };
-    let format = query.format.unwrap_or(format_of(default));
+    let format = query.format.unwrap_or(default);
     let mut job = Job::new(format, query);
     if job.step() {
         // Small page: done in this turn.
@@ -492,7 +482,7 @@ unsafe fn handle(r: &mut ngx_http_request_t) -> ngx_int_t {
 ///
 /// # Safety
 /// `r` is a live request.
-unsafe fn status_format(r: &ngx_http_request_t) -> Option<StatusFormat> {
+unsafe fn status_format(r: &ngx_http_request_t) -> Option<Format> {
     // SAFETY: the module's index, set when nginx loaded it.
     let index = unsafe { (*ptr::addr_of!(crate::ngx_http_upstream_check_module)).ctx_index };
     // SAFETY: loc_conf holds one entry per http module.

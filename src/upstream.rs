@@ -13,24 +13,8 @@ use ngx::ffi::{
     AF_INET6, AF_UNIX,
 };
 
-use crate::conf::UpsConf;
+use crate::conf::{UpsConf, UpstreamBlock};
 use crate::ffi::str_bytes;
-
-/// The two upstream contexts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Proto {
-    Http,
-    Stream,
-}
-
-impl Proto {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Proto::Http => "http",
-            Proto::Stream => "stream",
-        }
-    }
-}
 
 /// One checked peer: a resolved address of a non-`down` server line.
 #[derive(Clone, Copy)]
@@ -93,6 +77,27 @@ impl UpstreamRef {
     pub fn conf(&self) -> &UpsConf {
         // SAFETY: srv confs live in the cycle pool for the cycle's lifetime.
         unsafe { &*self.conf }
+    }
+}
+
+impl UpstreamBlock for UpstreamRef {
+    fn conf(&self) -> &UpsConf {
+        UpstreamRef::conf(self)
+    }
+
+    fn name_bytes(&self) -> &[u8] {
+        UpstreamRef::name_bytes(self)
+    }
+
+    fn peer_facts(&self) -> Vec<healthcheck_core::conf::PeerFacts<'_>> {
+        self.peers
+            .iter()
+            .map(|p| healthcheck_core::conf::PeerFacts {
+                name: p.name_bytes(),
+                port: p.port(),
+                unix: p.is_unix(),
+            })
+            .collect()
     }
 }
 

@@ -1,4 +1,4 @@
-//! The `vnswrr` balancer (SPEC §2) for http and stream upstreams.
+//! The `vnswrr` balancer (README: vnswrr) for http and stream upstreams.
 //!
 //! It wraps nginx's round robin the way `least_conn` does: nginx builds the
 //! peer lists (`ngx_*_upstream_init_round_robin`) and the per-request state
@@ -24,22 +24,24 @@
 use core::ffi::{c_char, c_void, CStr};
 use core::ptr;
 
+use healthcheck_core::conf::parse_vnswrr;
 use healthcheck_core::vnswrr::{Ring, Verdict};
 use ngx::core::{NGX_CONF_ERROR, NGX_CONF_OK};
 use ngx::ffi::{
-    ngx_conf_t, ngx_http_conf_ctx_t, ngx_http_request_t, ngx_http_upstream_module, ngx_int_t,
-    ngx_log_t, ngx_msec_t, ngx_palloc, ngx_peer_connection_t, ngx_pool_t, ngx_rwlock_rlock,
-    ngx_rwlock_unlock, ngx_rwlock_wlock, ngx_stream_conf_ctx_t, ngx_stream_session_t,
-    ngx_stream_upstream_module, ngx_uint_t, time_t, NGX_BUSY, NGX_ERROR, NGX_LOG_ALERT,
-    NGX_LOG_EMERG, NGX_LOG_WARN, NGX_OK, NGX_STREAM_UPS_CONF,
+    ngx_command_t, ngx_conf_t, ngx_http_conf_ctx_t, ngx_http_request_t, ngx_http_upstream_module,
+    ngx_int_t, ngx_log_t, ngx_msec_t, ngx_palloc, ngx_peer_connection_t, ngx_pool_t,
+    ngx_rwlock_rlock, ngx_rwlock_unlock, ngx_rwlock_wlock, ngx_stream_conf_ctx_t,
+    ngx_stream_session_t, ngx_stream_upstream_module, ngx_uint_t, time_t, NGX_BUSY, NGX_ERROR,
+    NGX_LOG_ALERT, NGX_LOG_EMERG, NGX_LOG_WARN, NGX_OK, NGX_STREAM_UPS_CONF,
 };
 
 use crate::conf::UpsConf;
 use crate::ffi::guard;
-use crate::upstream::Proto;
+use healthcheck_core::status::Group as HttpOrStream;
 
-/// One upstream's rings, one per group (primary, then backup).
-pub struct Balancer {
+/// One upstream's rings, one per group (primary, then backup): the state
+/// this balancer keeps in the upstream's `UpsConf::balancer`.
+struct Balancer {
     groups: Vec<Group>,
 }
 
@@ -58,29 +60,40 @@ struct Group {
 // `peers->config` (a generation count checked by every balancer) and
 // `peer->refs` (taken by `get`, dropped by round robin's `free`). The older
 // nginx versions the module supports have neither.
-#[cfg(not(any(
-    ngx_version_number = "1026000",
-    ngx_version_number = "1026001",
-    ngx_version_number = "1026002",
-    ngx_version_number = "1026003",
-    ngx_version_number = "1027000",
-    ngx_version_number = "1027001",
-    ngx_version_number = "1027002",
-)))]
+// (build.rs emits the cfg from the version of the nginx tree.)
+#[cfg(ngx_version_at_least = "1.27.3")]
 macro_rules! since_1_27_3 {
     ($($t:tt)*) => { $($t)* };
 }
-#[cfg(any(
-    ngx_version_number = "1026000",
-    ngx_version_number = "1026001",
-    ngx_version_number = "1026002",
-    ngx_version_number = "1026003",
-    ngx_version_number = "1027000",
-    ngx_version_number = "1027001",
-    ngx_version_number = "1027002",
-))]
+#[cfg(not(ngx_version_at_least = "1.27.3"))]
 macro_rules! since_1_27_3 {
     ($($t:tt)*) => {};
+}
+
+/// `vnswrr [max_init=n];` in an upstream block: parse the arguments, then
+/// make vnswrr the upstream's balancer.
+pub unsafe extern "C" fn ngx_upstream_vnswrr(
+    cf: *mut ngx_conf_t,
+    _cmd: *mut ngx_command_t,
+    conf: *mut c_void,
+) -> *mut c_char {
+    // SAFETY: nginx's directive contract.
+    let rv = unsafe {
+        crate::conf::directive::<UpsConf>(
+            cf,
+            conf,
+            |c| c.vnswrr.is_some(),
+            |_, c, args| {
+                c.vnswrr = Some(parse_vnswrr(args).map_err(|e| e.to_string())?);
+                Ok(())
+            },
+        )
+    };
+    if rv != NGX_CONF_OK {
+        return rv;
+    }
+    // SAFETY: nginx's directive contract.
+    unsafe { set_method(cf) }
 }
 
 /// `vnswrr` in an upstream block (after its arguments were parsed): make
@@ -88,7 +101,7 @@ macro_rules! since_1_27_3 {
 ///
 /// # Safety
 /// Called from the directive handler with nginx's `cf`.
-pub unsafe fn set_method(cf: *mut ngx_conf_t) -> *mut c_char {
+unsafe fn set_method(cf: *mut ngx_conf_t) -> *mut c_char {
     // SAFETY: nginx passes the configuration being parsed.
     let cfr = unsafe { &*cf };
     if cfr.cmd_type == NGX_STREAM_UPS_CONF as ngx_uint_t {
@@ -353,7 +366,7 @@ macro_rules! balancer {
                     }
                     list = peers.next;
                 }
-                conf.vnswrr_balancer = Some(Box::new(Balancer { groups }));
+                conf.balancer = Some(Box::new(Balancer { groups }));
                 us.peer.init = Some($init_peer);
                 NGX_OK as ngx_int_t
             }
@@ -375,7 +388,8 @@ macro_rules! balancer {
                 let balancer = unsafe {
                     let index = (*ptr::addr_of!(crate::$module)).ctx_index;
                     ups_conf((*us).srv_conf, index)
-                        .and_then(|c| c.vnswrr_balancer.as_deref_mut())
+                        .and_then(|c| c.balancer.as_deref_mut())
+                        .and_then(|b| b.downcast_mut::<Balancer>())
                         .map_or(ptr::null_mut(), |b| b as *mut Balancer)
                 };
                 if balancer.is_null() {
@@ -713,7 +727,7 @@ macro_rules! balancer {
 
 balancer! {
     mod http;
-    proto: Proto::Http,
+    proto: HttpOrStream::Http,
     debug: Http,
     srv_conf: ngx::ffi::ngx_http_upstream_srv_conf_t,
     peers: ngx::ffi::ngx_http_upstream_rr_peers_t,
@@ -731,7 +745,7 @@ balancer! {
 
 balancer! {
     mod stream;
-    proto: Proto::Stream,
+    proto: HttpOrStream::Stream,
     debug: Stream,
     srv_conf: ngx::ffi::ngx_stream_upstream_srv_conf_t,
     peers: ngx::ffi::ngx_stream_upstream_rr_peers_t,

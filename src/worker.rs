@@ -15,7 +15,8 @@ use ngx::ffi::ngx_str_t;
 
 use crate::ffi::str_bytes;
 use crate::shm::Zone;
-use crate::upstream::{PeerRef, Proto, UpstreamRef};
+use crate::upstream::{PeerRef, UpstreamRef};
+use healthcheck_core::status::Group;
 
 /// An upstream's check settings, shared by its peers' targets and probes.
 pub struct UpstreamCheck {
@@ -132,10 +133,10 @@ pub struct Worker {
 }
 
 impl Worker {
-    pub fn context(&self, proto: Proto) -> &Context {
+    pub fn context(&self, proto: Group) -> &Context {
         match proto {
-            Proto::Http => &self.http,
-            Proto::Stream => &self.stream,
+            Group::Http => &self.http,
+            Group::Stream => &self.stream,
         }
     }
 }

@@ -5,22 +5,28 @@
 //! bytes (`cf->args` after the directive name) and prints a [`ConfError`]
 //! after `[emerg] `.
 //!
-//! - [`parse_check`]: the `check` directive (SPEC §2), including every
+//! - [`parse_check`]: the `check` directive (README: check), including every
 //!   default and cross-parameter rule.
 //! - [`parse_shm_size`], [`parse_keepalive_requests`],
 //!   [`parse_status_directive`], [`parse_vnswrr`]: the smaller directives.
 //! - [`parse_time`]: nginx's time syntax (`ngx_parse_time`).
+//! - [`finish_context`]: the rules across directives, checked when an
+//!   `http {}` or `stream {}` context is complete, and the layout of its
+//!   shared zone.
 
 mod check;
+mod context;
 mod directives;
 mod time;
 
 use std::fmt;
 
 pub use check::parse_check;
+pub use context::{
+    finish_context, Diagnostic, Directive, Finished, PeerFacts, UpstreamFacts, ZoneLayout,
+};
 pub use directives::{
-    parse_keepalive_requests, parse_shm_size, parse_status_directive, parse_vnswrr, StatusFormat,
-    VnswrrConf,
+    parse_keepalive_requests, parse_shm_size, parse_status_directive, parse_vnswrr, VnswrrConf,
 };
 pub use time::parse_time;
 

@@ -1,5 +1,5 @@
-//! The rise/fall machine of SPEC §3: one peer's up/down state and its
-//! consecutive success and failure counts.
+//! The rise/fall machine (README: How checks work): one peer's up/down
+//! state and its consecutive success and failure counts.
 
 /// A change of a peer's state caused by one round's result.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,4 +1,4 @@
-//! When a worker runs a peer's round (SPEC §3).
+//! When a worker runs a peer's round (README: How checks work).
 //!
 //! Every worker keeps a timer per peer; the shared slot holds when the next
 //! round is due and a lease naming the worker running a round. The peer's
@@ -66,12 +66,23 @@ pub fn must_rehandshake(age: u64, served: u32, period: u64, max_rounds: Option<u
     age >= period || max_rounds.is_some_and(|n| served >= n)
 }
 
-const EXPIRY_BITS: u32 = 48;
-const EXPIRY_MASK: u64 = (1 << EXPIRY_BITS) - 1;
+// A lease word: the holder's worker slot in the top 16 bits, then a "held"
+// bit, then the low 47 bits of the expiry (monotonic ms: 47 bits wrap after
+// some 4000 years, and expiries are compared across the wrap). 0, what a
+// fresh zone holds and what a finished round stores, is free.
+const SLOT_SHIFT: u32 = 48;
+const HELD: u64 = 1 << 47;
+const EXPIRY_MASK: u64 = HELD - 1;
 
-/// The lease word of worker slot `worker` running a round until `expiry`.
+/// The largest worker slot a lease carries; larger slots would share their
+/// low 16 bits with a smaller one. nginx has at most `NGX_MAX_PROCESSES`
+/// (1024) worker slots.
+pub const MAX_LEASE_SLOT: u32 = u16::MAX as u32;
+
+/// The lease word of worker slot `worker` (at most [`MAX_LEASE_SLOT`])
+/// running a round until `expiry`. Never the free word 0.
 pub fn lease(worker: u32, expiry: u64) -> u64 {
-    (u64::from(worker as u16) + 1) << EXPIRY_BITS | (expiry & EXPIRY_MASK)
+    u64::from(worker as u16) << SLOT_SHIFT | HELD | (expiry & EXPIRY_MASK)
 }
 
 /// Can worker slot `me` claim a round at `now` given the lease word
@@ -80,9 +91,14 @@ pub fn lease(worker: u32, expiry: u64) -> u64 {
 /// the peer's round, so a lease of its own slot was left by its
 /// predecessor, killed mid-round and respawned by the master.
 pub fn lease_claimable(word: u64, now: u64, me: u32) -> bool {
-    word == 0
-        || (word & EXPIRY_MASK) < (now & EXPIRY_MASK)
-        || word >> EXPIRY_BITS == u64::from(me as u16) + 1
+    if word & HELD == 0 {
+        return true;
+    }
+    // How long ago the lease expired, modulo 2^47: expired when `now` is
+    // after the expiry by less than half the range.
+    let past = now.wrapping_sub(word) & EXPIRY_MASK;
+    let expired = past != 0 && past < HELD / 2;
+    expired || (word >> SLOT_SHIFT) as u16 == me as u16
 }
 
 /// Until when a round claimed at `now` holds the lease: its whole budget
@@ -156,6 +172,26 @@ mod tests {
         assert_ne!(lease(0, 0), 0, "a held lease is never the free word");
     }
 
+    #[test]
+    fn the_highest_slot_keeps_its_lease() {
+        let top = MAX_LEASE_SLOT;
+        assert_ne!(lease(top, 0), 0);
+        assert_ne!(lease(top, 1 << 48), 0);
+        assert!(lease_claimable(lease(top, 5), 0, top));
+        assert!(!lease_claimable(lease(top, 5), 0, 0));
+        assert!(!lease_claimable(lease(0, 5), 0, top));
+    }
+
+    #[test]
+    fn expiry_is_compared_across_the_wrap() {
+        let e = (1 << 47) - 10;
+        assert!(!lease_claimable(lease(1, e), e, 2));
+        assert!(lease_claimable(lease(1, e), e + 1, 2));
+        // 20 ms later the expiry's 47 bits have wrapped
+        assert!(lease_claimable(lease(1, e), e + 20, 2));
+        assert!(!lease_claimable(lease(1, e + 20), e + 19, 2));
+    }
+
     proptest! {
         #[test]
         fn an_abandoned_round_is_claimable_within_an_interval(start in 0u64..1 << 40, interval in 100u64..86_400_000, t in 1u64..86_400_000) {
@@ -166,6 +202,17 @@ mod tests {
             // after the due time finds the lease claimable
             prop_assert!(expiry >= start + timeout);
             prop_assert!(lease_claimable(lease(0, expiry), start + interval, 1));
+        }
+
+        #[test]
+        fn every_slot_holds_its_lease(slot in 0..=MAX_LEASE_SLOT, other in 0..=MAX_LEASE_SLOT, expiry: u64, ahead in 0u64..1 << 40) {
+            let word = lease(slot, expiry);
+            prop_assert_ne!(word, 0);
+            prop_assert!(lease_claimable(word, expiry.wrapping_sub(ahead), slot));
+            if other != slot {
+                prop_assert!(!lease_claimable(word, expiry.wrapping_sub(ahead), other));
+                prop_assert!(lease_claimable(word, expiry.wrapping_add(1 + ahead), other));
+            }
         }
 
         #[test]

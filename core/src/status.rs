@@ -1,5 +1,6 @@
-//! The `healthcheck_status` page (SPEC §2): query parsing and rendering in
-//! HTML, CSV, JSON and Prometheus text format 0.0.4.
+//! The `healthcheck_status` page (README: healthcheck_status): query
+//! parsing and rendering in HTML, CSV, JSON and Prometheus text format
+//! 0.0.4.
 //!
 //! Pure formatting: the caller copies a consistent snapshot of every peer out
 //! of shared memory into [`PeerRow`]s (no lock is held while we format), then
@@ -37,11 +38,13 @@ mod text;
 #[cfg(test)]
 mod tests;
 
-/// Which `upstream {}` context a peer belongs to.
+/// Which `upstream {}` context, http or stream, a peer (or an upstream,
+/// or a shared zone) belongs to. The nginx glue indexes per-context tables
+/// with `group as usize`: http is 0, stream 1.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Group {
-    Http,
-    Stream,
+    Http = 0,
+    Stream = 1,
 }
 
 impl Group {
@@ -141,7 +144,8 @@ pub struct Query {
     /// `?refresh=N`: the HTML page reloads itself every N seconds
     /// (`<meta http-equiv="refresh">`). Only used by HTML. Whole seconds,
     /// clamped to 1..=3600; `0` or an unparsable value means off (this
-    /// argument is ours, not SPEC's, so a bad value is ignored, not a 400).
+    /// argument is ours, not the C module's, so a bad value is ignored, not
+    /// a 400).
     pub refresh: Option<u32>,
 }
 
@@ -583,7 +587,7 @@ impl Renderer {
     }
 }
 
-/// The Content-Type header value for `format` (SPEC §2).
+/// The Content-Type header value for `format`.
 pub const fn content_type(format: Format) -> &'static str {
     match format {
         Format::Html => "text/html; charset=utf-8",

@@ -1,5 +1,5 @@
-//! The VNSWRR ring (virtual-node smooth weighted round robin, SPEC §2
-//! `vnswrr`): the selection logic of one peer group (primary or backup) in
+//! The VNSWRR ring (virtual-node smooth weighted round robin, README:
+//! vnswrr): the selection logic of one peer group (primary or backup) in
 //! one worker, with no nginx types. The caller says whether a peer is
 //! usable through closures.
 //!

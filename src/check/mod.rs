@@ -52,8 +52,8 @@ use self::round::{Outcome, Step};
 use self::spares::SPARES;
 use crate::ffi::{exiting, guard, monotonic_ms, str_bytes};
 use crate::shm::Zone;
-use crate::upstream::Proto;
 use crate::worker::{Context, Target, UpstreamCheck};
+use healthcheck_core::status::Group;
 
 /// What a probe kind does with the events of its round's connection.
 /// Each handler returns whether the round goes on or how it ended; the
@@ -170,7 +170,7 @@ struct Peer {
     addr: Box<[u8]>,
     name: ngx_str_t,
     upstream: ngx_str_t,
-    proto: Proto,
+    proto: Group,
     /// Slot index in the zone.
     index: u32,
     /// This worker owns the peer's rounds.
@@ -244,7 +244,7 @@ const _: () = {
 };
 
 impl Probe {
-    fn new(t: &Target, proto: Proto, zone: Zone, (worker, workers): (u32, u32)) -> Probe {
+    fn new(t: &Target, proto: Group, zone: Zone, (worker, workers): (u32, u32)) -> Probe {
         let owner = schedule::owner(t.index, workers) == worker;
         let conf = &t.check.conf;
         Probe {
@@ -362,7 +362,7 @@ impl Prober {
     /// Worker process, after the configuration is complete; `log` and
     /// `conn_log` outlive the prober.
     pub unsafe fn start(
-        proto: Proto,
+        proto: Group,
         ctx: &Context,
         slot: (u32, u32),
         log: *mut ngx_log_t,

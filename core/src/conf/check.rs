@@ -1,4 +1,4 @@
-//! The `check` directive (SPEC §2).
+//! The `check` directive (README: check).
 //!
 //! Parsing runs in two passes. The first turns each `name=value` argument
 //! into a typed value, rejecting unknown names, repeats and malformed or
@@ -7,7 +7,7 @@
 //! fixed order, so the order of the arguments never changes the result.
 //! Every error quotes the argument whose value is wrong, as written.
 //!
-//! Two choices the SPEC leaves open:
+//! Two choices of ours:
 //! - `interval` and `timeout` accept a bare integer (milliseconds) or an
 //!   nginx time that ends in a unit. `1m30` (nginx would read the trailing
 //!   30 as seconds) is rejected, because next to bare milliseconds it is

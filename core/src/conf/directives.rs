@@ -3,6 +3,7 @@
 
 use super::time::{parse_decimal, parse_size, NumError};
 use super::{printable, ConfError, KEEPALIVE_REQUESTS_MAX, SHM_SIZE_MAX};
+use crate::status::Format;
 
 /// `invalid value "<arg>" in "<directive>" directive: <reason>`
 fn invalid_value(directive: &str, arg: &[u8], reason: &str) -> ConfError {
@@ -44,45 +45,12 @@ pub fn parse_keepalive_requests(arg: &[u8]) -> Result<u32, ConfError> {
         })
 }
 
-/// Output format of the `healthcheck_status` page.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StatusFormat {
-    /// `text/html`
-    Html,
-    /// `text/csv`
-    Csv,
-    /// `application/json`
-    Json,
-    /// Prometheus text exposition format.
-    Prometheus,
-}
-
-impl StatusFormat {
-    /// Every format, in the order the documentation lists them.
-    pub const ALL: [StatusFormat; 4] = [Self::Html, Self::Csv, Self::Json, Self::Prometheus];
-
-    /// Exact, case-sensitive match of a format name (`html`, `csv`,
-    /// `json`, `prometheus`), as in the directive and `?format=`.
-    pub fn parse(v: &[u8]) -> Option<Self> {
-        Self::ALL.into_iter().find(|f| f.as_str().as_bytes() == v)
-    }
-
-    /// The format's name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            StatusFormat::Html => "html",
-            StatusFormat::Csv => "csv",
-            StatusFormat::Json => "json",
-            StatusFormat::Prometheus => "prometheus",
-        }
-    }
-}
-
-/// `healthcheck_status [format];`: zero arguments mean HTML.
-pub fn parse_status_directive(args: &[&[u8]]) -> Result<StatusFormat, ConfError> {
+/// `healthcheck_status [format];`: zero arguments mean HTML; a format is
+/// named exactly (case-sensitive), as in `?format=`.
+pub fn parse_status_directive(args: &[&[u8]]) -> Result<Format, ConfError> {
     match args {
-        [] => Ok(StatusFormat::Html),
-        [arg] => StatusFormat::parse(arg).ok_or_else(|| {
+        [] => Ok(Format::Html),
+        [arg] => Format::from_name(arg).ok_or_else(|| {
             invalid_value(
                 "healthcheck_status",
                 arg,
@@ -206,24 +174,23 @@ mod tests {
     }
 
     #[test]
-    fn status_formats() {
-        for f in StatusFormat::ALL {
-            assert_eq!(StatusFormat::parse(f.as_str().as_bytes()), Some(f));
+    fn status_directive_names_formats_exactly() {
+        for f in Format::ALL {
+            assert_eq!(parse_status_directive(&[f.as_str().as_bytes()]), Ok(f));
         }
-        assert_eq!(StatusFormat::parse(b"JSON"), None);
-        assert_eq!(StatusFormat::parse(b"Html"), None);
-        assert_eq!(StatusFormat::parse(b""), None);
-        assert_eq!(StatusFormat::parse(b"json "), None);
+        for bad in [&b"JSON"[..], b"Html", b"", b"json "] {
+            assert!(parse_status_directive(&[bad]).is_err(), "{bad:?}");
+        }
     }
 
     #[test]
     fn status_directive() {
-        assert_eq!(parse_status_directive(&[]), Ok(StatusFormat::Html));
-        assert_eq!(parse_status_directive(&[b"csv"]), Ok(StatusFormat::Csv));
-        assert_eq!(parse_status_directive(&[b"json"]), Ok(StatusFormat::Json));
+        assert_eq!(parse_status_directive(&[]), Ok(Format::Html));
+        assert_eq!(parse_status_directive(&[b"csv"]), Ok(Format::Csv));
+        assert_eq!(parse_status_directive(&[b"json"]), Ok(Format::Json));
         assert_eq!(
             parse_status_directive(&[b"prometheus"]),
-            Ok(StatusFormat::Prometheus)
+            Ok(Format::Prometheus)
         );
         assert_eq!(
             err(parse_status_directive(&[b"xml"])),

@@ -1,9 +1,10 @@
-//! CSV: SPEC §2's header, then our columns, one record per printed peer,
-//! http rows first.
+//! CSV (README: healthcheck_status): the C module's header, then our
+//! columns, one record per printed peer, http rows first.
 //!
-//! - Header: [`HEADER`]. Our columns after SPEC's: `checks`, `fails_total`,
-//!   `last_failure_reason` (empty when none), `last_change` (unix ms, empty
-//!   when never), `down_since` (unix ms while down, else empty).
+//! - Header: [`HEADER`]. Our columns after the C module's: `checks`,
+//!   `fails_total`, `last_failure_reason` (empty when none), `last_change`
+//!   (unix ms, empty when never), `down_since` (unix ms while down, else
+//!   empty).
 //! - Records end with `\n` (LF, as the C module prints; RFC 4180 readers
 //!   accept it). No trailing data after the last record.
 //! - RFC 4180 quoting: a cell containing `,`, `"`, CR or LF is wrapped in

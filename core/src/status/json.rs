@@ -1,4 +1,5 @@
-//! JSON: SPEC §2's shape, one peer object per line.
+//! JSON: the C module's shape with our additions (README:
+//! healthcheck_status), one peer object per line.
 //!
 //! ```text
 //! {"servers": {

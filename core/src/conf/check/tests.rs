@@ -1,4 +1,4 @@
-//! Tests of the `check` directive: SPEC §2's tables and examples, every
+//! Tests of the `check` directive: the README's tables and examples, every
 //! error message, and properties over generated argument lists.
 
 use super::*;
@@ -116,7 +116,7 @@ fn integer_values() {
     assert!(!ok("default_down=false").default_down);
 }
 
-/// SPEC §2: "Values these rules give".
+/// The computed values the README lists (README: check).
 #[test]
 fn spec_table_of_computed_values() {
     let c = ok("interval=1000 timeout=900 reuse=30s keepalive=30s:5s:1s:3");
@@ -157,7 +157,7 @@ fn spec_table_of_computed_values() {
     );
 }
 
-/// SPEC §2: "Examples that must parse".
+/// Examples that must parse (the README's among them).
 #[test]
 fn spec_examples_that_parse() {
     let c = ok("interval=3000 rise=2 fall=5 timeout=1000 default_down=true type=tcp");
@@ -197,7 +197,7 @@ fn spec_examples_that_parse() {
     assert_eq!(c.keepalive, None);
 }
 
-/// SPEC §2: "Examples that must fail `nginx -t`", with their messages.
+/// Examples that must fail `nginx -t`, with their messages.
 #[test]
 fn spec_examples_that_fail() {
     let cases = [
