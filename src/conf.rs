@@ -12,7 +12,7 @@ use core::ffi::{c_char, c_void};
 use core::ptr;
 
 use healthcheck_core::conf::{self as cc, CheckConf, VnswrrConf};
-use healthcheck_core::status::{Format, Group};
+use healthcheck_core::status::Group;
 use ngx::core::{NGX_CONF_ERROR, NGX_CONF_OK};
 use ngx::ffi::{
     ngx_command_t, ngx_conf_t, ngx_module_t, ngx_pagesize, ngx_shared_memory_add, ngx_shm_zone_t,
@@ -58,7 +58,7 @@ pub struct UpsConf {
 /// Per-location configuration of the http context.
 #[derive(Default)]
 pub struct LocConf {
-    pub status: Option<Format>,
+    pub status: Option<cc::StatusConf>,
 }
 
 fn emerg(cf: *mut ngx_conf_t, msg: &str) -> *mut c_char {

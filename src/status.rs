@@ -18,6 +18,7 @@ use core::ptr;
 use core::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use healthcheck_core::conf::StatusConf;
 use healthcheck_core::status::{self as st, Counts, Format, Group, Meta, PeerRow, Query, Renderer};
 use ngx::ffi::{
     ngx_add_timer, ngx_buf_t, ngx_chain_t, ngx_cycle_t, ngx_del_timer, ngx_delete_posted_event,
@@ -32,7 +33,7 @@ use ngx::ffi::{
 use crate::ffi::{guard, str_bytes, unix_ms};
 use crate::process;
 use crate::worker::Worker;
-use healthcheck_core::reason::{self, Reason, REASONS};
+use healthcheck_core::reason::{Reason, REASONS};
 use healthcheck_core::zone::{Slot, Snapshot};
 
 fn delay(v: u32) -> i64 {
@@ -54,7 +55,10 @@ struct Row {
     check_type: &'static str,
     port: u16,
     snap: Snapshot,
+    /// Failures by reason: the first `nreasons`, those the check type can
+    /// produce, are printed.
     reasons: [(&'static str, u64); REASONS],
+    nreasons: u8,
 }
 
 impl Row {
@@ -80,9 +84,10 @@ impl Row {
             max_delay_ms: delay(s.max_delay),
             checks: s.checks,
             fails_total: s.fails_total,
-            failures_by_reason: &self.reasons,
+            failures_by_reason: &self.reasons[..usize::from(self.nreasons)],
             last_failure_reason: s.last_reason().map(Reason::name),
             last_change_ms: s.last_change,
+            last_duration_ms: s.last_duration.into(),
             down_since_ms: (!s.up && s.down_since != 0).then_some(s.down_since),
             duration_buckets: &s.buckets,
             duration_sum_ms: s.duration_sum,
@@ -198,7 +203,11 @@ impl Job {
                 .unwrap_or_default();
             let upstream = self.name(t.upstream_bytes());
             let name = self.name(t.peer.name_bytes());
-            let reasons = core::array::from_fn(|i| (reason::NAMES[i], snap.failures[i]));
+            let kinds = t.check.conf.check_type.failure_reasons();
+            let mut reasons = [("", 0); REASONS];
+            for (slot, r) in reasons.iter_mut().zip(kinds) {
+                *slot = (r.name(), snap.failures[r.index()]);
+            }
             self.rows.push(Row {
                 group,
                 index: t.index,
@@ -208,6 +217,7 @@ impl Job {
                 port: t.check.conf.port,
                 snap,
                 reasons,
+                nreasons: kinds.len() as u8,
             });
         }
         if end < context.targets.len() {
@@ -458,7 +468,7 @@ unsafe fn handle(r: &mut ngx_http_request_t) -> ngx_int_t {
     };
     // SAFETY: args point into the request buffer.
     let args = unsafe { str_bytes(&r.args) };
-    let query = match st::parse_query(args) {
+    let mut query = match st::parse_query(args) {
         Ok(q) => q,
         Err(reason) => {
             let mut body = reason.into_bytes();
@@ -467,7 +477,8 @@ unsafe fn handle(r: &mut ngx_http_request_t) -> ngx_int_t {
             return unsafe { send(r, 400, "text/plain; charset=utf-8", body) };
         }
     };
-    let format = query.format.unwrap_or(default);
+    let format = query.format.unwrap_or(default.format);
+    query.histogram = Some(query.histogram.unwrap_or(default.histogram));
     let mut job = Job::new(format, query);
     if job.step() {
         // Small page: done in this turn.
@@ -482,7 +493,7 @@ unsafe fn handle(r: &mut ngx_http_request_t) -> ngx_int_t {
 ///
 /// # Safety
 /// `r` is a live request.
-unsafe fn status_format(r: &ngx_http_request_t) -> Option<Format> {
+unsafe fn status_format(r: &ngx_http_request_t) -> Option<StatusConf> {
     // SAFETY: the module's index, set when nginx loaded it.
     let index = unsafe { (*ptr::addr_of!(crate::ngx_http_upstream_check_module)).ctx_index };
     // SAFETY: loc_conf holds one entry per http module.

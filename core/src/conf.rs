@@ -26,7 +26,8 @@ pub use context::{
     finish_context, Diagnostic, Directive, Finished, PeerFacts, UpstreamFacts, ZoneLayout,
 };
 pub use directives::{
-    parse_keepalive_requests, parse_shm_size, parse_status_directive, parse_vnswrr, VnswrrConf,
+    parse_keepalive_requests, parse_shm_size, parse_status_directive, parse_vnswrr, StatusConf,
+    VnswrrConf,
 };
 pub use time::parse_time;
 
@@ -65,6 +66,19 @@ impl CheckType {
         match self {
             CheckType::Tcp => "tcp",
             CheckType::Udp => "udp",
+        }
+    }
+
+    /// The reasons a round of this type can fail with, in counter order
+    /// (the Prometheus page has one failure series per reason listed).
+    pub fn failure_reasons(self) -> &'static [crate::reason::Reason] {
+        use crate::reason::Reason;
+        match self {
+            // Connect (refused, unreachable, timeout, other errors), then
+            // the peek and settle window (reset, closed).
+            CheckType::Tcp => &Reason::ALL,
+            // Only a confirmed ICMP port unreachable fails a UDP round.
+            CheckType::Udp => &[Reason::Unreachable],
         }
     }
 }

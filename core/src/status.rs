@@ -147,6 +147,9 @@ pub struct Query {
     /// argument is ours, not the C module's, so a bad value is ignored, not
     /// a 400).
     pub refresh: Option<u32>,
+    /// `?histogram=on|off`: Prometheus prints the full page (rise, fall and
+    /// the duration histogram too). `None` means "use the directive's".
+    pub histogram: Option<bool>,
 }
 
 /// Longest refresh period the HTML page accepts, in seconds.
@@ -166,6 +169,7 @@ pub fn parse_query(q: &[u8]) -> Result<Query, String> {
     let mut format: Option<&[u8]> = None;
     let mut status: Option<&[u8]> = None;
     let mut refresh: Option<&[u8]> = None;
+    let mut histogram: Option<&[u8]> = None;
     for arg in q.split(|&b| b == b'&') {
         if arg.is_empty() {
             continue;
@@ -179,6 +183,7 @@ pub fn parse_query(q: &[u8]) -> Result<Query, String> {
             b"format" => format = Some(value),
             b"status" => status = Some(value),
             b"refresh" => refresh = Some(value),
+            b"histogram" => histogram = Some(value),
             _ => {}
         }
     }
@@ -201,6 +206,19 @@ pub fn parse_query(q: &[u8]) -> Result<Query, String> {
     }
     if let Some(raw) = refresh {
         query.refresh = parse_refresh(&percent_decode(raw));
+    }
+    if let Some(raw) = histogram {
+        let value = percent_decode(raw);
+        query.histogram = Some(match value.as_slice() {
+            b"on" => true,
+            b"off" => false,
+            _ => {
+                return Err(format!(
+                    "unknown histogram \"{}\": use on or off",
+                    printable(&value)
+                ))
+            }
+        });
     }
     Ok(query)
 }
@@ -310,13 +328,16 @@ pub struct PeerRow<'a> {
     /// Failed rounds.
     pub fails_total: u64,
     /// Failed rounds by reason, for `nginx_upstream_server_check_failures_total`.
-    /// Pass every reason the prober knows, zeros included, so each series
-    /// exists from the first scrape; a reason listed twice is summed.
+    /// Pass every reason the peer's check type can produce, zeros
+    /// included, so each series exists from the first scrape; a reason
+    /// listed twice is summed.
     pub failures_by_reason: &'a [(&'static str, u64)],
     /// `refused`, `timeout`, `reset`, `closed`, `icmp-unreachable`, `error`.
     pub last_failure_reason: Option<&'static str>,
     /// Unix ms of the last up/down flip, 0 = never.
     pub last_change_ms: u64,
+    /// Duration of the last round, ms (0 before the first).
+    pub last_duration_ms: u64,
     /// Unix ms since which the peer is down; only shown while `up` is false.
     pub down_since_ms: Option<u64>,
     /// Check-duration histogram, **not cumulative**: slot `i` counts rounds
@@ -355,7 +376,7 @@ pub fn render(
     let query = Query {
         format: Some(format),
         filter,
-        refresh: None,
+        ..Query::default()
     };
     render_with(format, &query, meta, rows, out);
 }
@@ -441,11 +462,16 @@ impl Renderer {
         }
     }
 
+    /// Prometheus: the full page (`histogram=on`) rather than the lean one.
+    fn full(&self) -> bool {
+        self.query.histogram == Some(true)
+    }
+
     /// Passes over the rows this format needs: Prometheus prints each
     /// family's samples together, one family per pass; the others one.
     pub fn passes(&self) -> usize {
         match self.format {
-            Format::Prometheus => prom::PASSES,
+            Format::Prometheus => prom::passes(self.full()),
             _ => 1,
         }
     }
@@ -475,7 +501,7 @@ impl Renderer {
                 }
             }
             Format::Prometheus => {
-                if self.counts.total() == 0 || pass >= prom::PASSES {
+                if self.counts.total() == 0 || pass >= prom::passes(self.full()) {
                     return;
                 }
                 self.begin_passes(pass, out);
@@ -505,7 +531,7 @@ impl Renderer {
             }
             Format::Prometheus => {
                 if self.counts.total() != 0 {
-                    self.begin_passes(prom::PASSES - 1, out);
+                    self.begin_passes(prom::passes(self.full()) - 1, out);
                 }
             }
         }
@@ -556,18 +582,19 @@ impl Renderer {
             if next > pass {
                 return;
             }
-            prom::pass_header(next, out);
+            prom::pass_header(next, self.full(), out);
             self.pass = Some(next);
             self.cursor = 0;
         }
     }
 
     fn prom_row(&mut self, pass: usize, r: &PeerRow, out: &mut Vec<u8>) {
+        let full = self.full();
         if pass == 0 {
             prom::label_set(r, &mut self.labels);
             self.ends.push(self.labels.len());
             let start = self.ends.len().checked_sub(2).map_or(0, |i| self.ends[i]);
-            prom::pass_row(pass, r, &self.labels[start..], out);
+            prom::pass_row(pass, full, r, &self.labels[start..], out);
             return;
         }
         let i = self.cursor;
@@ -575,13 +602,13 @@ impl Renderer {
         match self.ends.get(i) {
             Some(&end) => {
                 let start = i.checked_sub(1).map_or(0, |j| self.ends[j]);
-                prom::pass_row(pass, r, &self.labels[start..end], out);
+                prom::pass_row(pass, full, r, &self.labels[start..end], out);
             }
             None => {
                 // More rows than pass 0 saw (out of order): label it afresh.
                 let mut set = Vec::new();
                 prom::label_set(r, &mut set);
-                prom::pass_row(pass, r, &set, out);
+                prom::pass_row(pass, full, r, &set, out);
             }
         }
     }

@@ -19,7 +19,7 @@ use crate::status::{duration_bucket, DURATION_SLOTS};
 /// "ngx_hck1": written first into a zone this module initialised.
 pub const MAGIC: u64 = 0x6e67_785f_6863_6b31;
 /// Bumped whenever the layout of [`Header`] or [`Slot`] changes.
-pub const LAYOUT_VERSION: u32 = 1;
+pub const LAYOUT_VERSION: u32 = 2;
 
 /// Zone header.
 #[repr(C)]
@@ -64,6 +64,8 @@ pub struct Slot {
     /// Unix ms since the peer is down, 0 = up.
     pub down_since: AtomicU64,
     pub duration_sum: AtomicU64,
+    /// Duration of the last round, ms (saturating), 0 before the first.
+    pub last_duration: AtomicU32,
     pub failures: [AtomicU32; REASONS],
     pub duration_buckets: [AtomicU32; DURATION_SLOTS],
 }
@@ -112,6 +114,7 @@ pub struct Snapshot {
     pub last_change: u64,
     pub down_since: u64,
     pub duration_sum: u64,
+    pub last_duration: u32,
     pub failures: [u64; REASONS],
     pub buckets: [u64; DURATION_SLOTS],
 }
@@ -214,6 +217,8 @@ impl Slot {
             b.fetch_add(1, r);
         }
         self.duration_sum.fetch_add(duration_ms, r);
+        self.last_duration
+            .store(duration_ms.min(u64::from(u32::MAX)) as u32, r);
         self.rise.store(h.rise, r);
         self.fall.store(h.fall, r);
         if transition.is_some() {
@@ -251,6 +256,7 @@ impl Slot {
                 last_change: self.last_change.load(r),
                 down_since: self.down_since.load(r),
                 duration_sum: self.duration_sum.load(r),
+                last_duration: self.last_duration.load(r),
                 failures: core::array::from_fn(|i| u64::from(self.failures[i].load(r))),
                 buckets: core::array::from_fn(|i| u64::from(self.duration_buckets[i].load(r))),
             };
@@ -283,7 +289,8 @@ impl Slot {
             delay_count,
             last_change,
             down_since,
-            duration_sum
+            duration_sum,
+            last_duration
         );
         for (a, b) in from.failures.iter().zip(&self.failures) {
             b.store(a.load(Ordering::Relaxed), Ordering::Relaxed);
@@ -375,6 +382,7 @@ mod tests {
         assert_eq!(snap.last_reason(), Some(Reason::Timeout));
         assert_eq!((snap.last_change, snap.down_since), (4, 4));
         assert_eq!(snap.duration_sum, 6 + 3 + 30 + 1000);
+        assert_eq!(snap.last_duration, 1000);
         assert_eq!(snap.buckets.iter().sum::<u64>(), 4);
         assert_eq!(snap.buckets[duration_bucket(1000)], 1);
         assert_eq!(s.seq.load(Ordering::Relaxed) & 1, 0, "the update ended");

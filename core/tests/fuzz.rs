@@ -489,7 +489,7 @@ proptest! {
             },
             _ => None,
         };
-        match conf::parse_status_directive(&args) {
+        match conf::parse_status_directive(&args).map(|c| c.format) {
             Ok(f) => prop_assert_eq!(Some(f), want),
             Err(e) => {
                 prop_assert_eq!(want, None);
@@ -499,7 +499,10 @@ proptest! {
         }
         // The directive and `?format=` name formats the same way.
         if let [a] = args.as_slice() {
-            prop_assert_eq!(conf::parse_status_directive(&args).ok(), Format::from_name(a));
+            prop_assert_eq!(
+                conf::parse_status_directive(&args).ok().map(|c| c.format),
+                Format::from_name(a)
+            );
         }
 
         let mut want = Some(VnswrrConf::default());
@@ -1621,6 +1624,7 @@ fn borrow(owned: &[OwnedRow]) -> Vec<PeerRow<'_>> {
                 failures_by_reason: &o.failures,
                 last_failure_reason: o.last_failure_reason,
                 last_change_ms: o.last_change_ms,
+                last_duration_ms: o.sum,
                 down_since_ms: o.down_since_ms,
                 duration_buckets: &o.buckets,
                 duration_sum_ms: o.sum,
@@ -1961,6 +1965,7 @@ fn parse_prom(body: &str) -> Result<Vec<Sample>, String> {
 fn check_prom(
     body: &[u8],
     filter: Option<Filter>,
+    full: bool,
     meta: &Meta,
     rows: &[PeerRow],
 ) -> Result<(), TestCaseError> {
@@ -2021,15 +2026,24 @@ fn check_prom(
             one("nginx_upstream_server_active"),
             Some((if r.up { "1" } else { "0" }).to_string())
         );
-        prop_assert_eq!(one("nginx_upstream_server_rise"), Some(r.rise.to_string()));
-        prop_assert_eq!(one("nginx_upstream_server_fall"), Some(r.fall.to_string()));
+        let (rise, fall) = if full {
+            (Some(r.rise.to_string()), Some(r.fall.to_string()))
+        } else {
+            (None, None)
+        };
+        prop_assert_eq!(one("nginx_upstream_server_rise"), rise);
+        prop_assert_eq!(one("nginx_upstream_server_fall"), fall);
+        prop_assert_eq!(
+            one("nginx_upstream_server_check_last_duration_seconds"),
+            Some(ms_as_seconds(r.last_duration_ms))
+        );
         prop_assert_eq!(
             one("nginx_upstream_server_checks_total"),
             Some(r.checks.to_string())
         );
         prop_assert_eq!(
             one("nginx_upstream_server_last_change_timestamp_seconds"),
-            Some(ms_as_seconds(shown_last_change(r).unwrap_or(0)))
+            full.then(|| ms_as_seconds(shown_last_change(r).unwrap_or(0)))
         );
         // Failures: one series per distinct reason, with the (saturating) sum.
         let mut want: Vec<(&str, u64)> = Vec::new();
@@ -2054,6 +2068,13 @@ fn check_prom(
             .map(|(r, n)| (r.to_string(), n.to_string()))
             .collect();
         prop_assert_eq!(got, want);
+        if !full {
+            // The lean page: no histogram, no rise/fall (checked above).
+            prop_assert!(!ss.iter().any(|s| s
+                .name
+                .starts_with("nginx_upstream_server_check_duration_seconds")));
+            continue;
+        }
         // Histogram: cumulative, monotonic, capped by _count, +Inf == _count.
         let buckets: Vec<&&Sample> = ss
             .iter()
@@ -2109,24 +2130,27 @@ proptest! {
     fn render_every_format(owned in vec(owned_row(), 0..10),
                            filter in filter_strategy(),
                            refresh in prop::option::of(prop_oneof![1u32..=3600, any::<u32>()]),
+                           histogram in any::<Option<bool>>(),
                            generation in edge_u64(),
                            now_ms in edge_u64()) {
         let rows = borrow(&owned);
         let meta = Meta { generation, now_ms };
         for format in Format::ALL {
-            let query = Query { format: Some(format), filter, refresh };
+            let query = Query { format: Some(format), filter, refresh, histogram };
             let body = render(format, &query, &meta, &rows);
             prop_assert!(std::str::from_utf8(&body).is_ok(), "{:?} is not UTF-8", format);
             match format {
                 Format::Json => check_json(&body, filter, &meta, &rows)?,
                 Format::Csv => check_csv(&body, filter, &rows)?,
                 Format::Html => check_html(&body, &query, &rows)?,
-                Format::Prometheus => check_prom(&body, filter, &meta, &rows)?,
+                Format::Prometheus => {
+                    check_prom(&body, filter, histogram == Some(true), &meta, &rows)?
+                }
             }
-            // `render` is `render_with` without refresh.
+            // `render` is `render_with` without refresh and histogram.
             let mut plain = Vec::new();
             status::render(format, filter, &meta, &rows, &mut plain);
-            let no_refresh = Query { refresh: None, ..query };
+            let no_refresh = Query { refresh: None, histogram: None, ..query };
             prop_assert_eq!(plain, render(format, &no_refresh, &meta, &rows));
         }
         // The filters split the rows: up + down = all.
@@ -2155,7 +2179,7 @@ proptest! {
         cuts.iter_mut().for_each(|c| *c = (*c).min(ordered.len()));
         cuts.sort_unstable();
         for format in Format::ALL {
-            let query = Query { format: Some(format), filter, refresh };
+            let query = Query { format: Some(format), filter, refresh, histogram: None };
             let whole = render(format, &query, &meta, &rows);
             let counts = status::Counts::of(&rows, filter);
             let mut out = b"PREFIX".to_vec();
@@ -2866,6 +2890,7 @@ fn render_huge_times() {
                 format: Some(format),
                 filter: None,
                 refresh: Some(u32::MAX),
+                histogram: Some(true),
             };
             let body = render(format, &query, &meta, &rows);
             assert!(std::str::from_utf8(&body).is_ok());

@@ -47,20 +47,52 @@ pub fn parse_keepalive_requests(arg: &[u8]) -> Result<u32, ConfError> {
 
 /// `healthcheck_status [format];`: zero arguments mean HTML; a format is
 /// named exactly (case-sensitive), as in `?format=`.
-pub fn parse_status_directive(args: &[&[u8]]) -> Result<Format, ConfError> {
-    match args {
-        [] => Ok(Format::Html),
-        [arg] => Format::from_name(arg).ok_or_else(|| {
-            invalid_value(
-                "healthcheck_status",
-                arg,
-                "format must be html, csv, json or prometheus",
-            )
-        }),
-        _ => Err(ConfError(
-            "invalid number of arguments in \"healthcheck_status\" directive".into(),
-        )),
+pub fn parse_status_directive(args: &[&[u8]]) -> Result<StatusConf, ConfError> {
+    let mut conf = StatusConf::default();
+    let (mut format, mut histogram) = (false, false);
+    for &arg in args {
+        if let Some(value) = arg.strip_prefix(b"histogram=") {
+            let invalid = |reason: &str| {
+                ConfError(format!(
+                    "invalid parameter \"{}\" in \"healthcheck_status\" directive: {reason}",
+                    printable(arg)
+                ))
+            };
+            if histogram {
+                return Err(invalid("histogram is given twice"));
+            }
+            histogram = true;
+            conf.histogram = match value {
+                b"on" => true,
+                b"off" => false,
+                _ => return Err(invalid("histogram must be on or off")),
+            };
+        } else if !format && !histogram {
+            format = true;
+            conf.format = Format::from_name(arg).ok_or_else(|| {
+                invalid_value(
+                    "healthcheck_status",
+                    arg,
+                    "format must be html, csv, json or prometheus",
+                )
+            })?;
+        } else {
+            return Err(ConfError(
+                "invalid number of arguments in \"healthcheck_status\" directive".into(),
+            ));
+        }
     }
+    Ok(conf)
+}
+
+/// `healthcheck_status [FORMAT] [histogram=on|off]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct StatusConf {
+    /// The page's format when the request names none (default html).
+    pub format: Format,
+    /// Prometheus: the full page (rise, fall, the duration histogram)
+    /// unless the request says `?histogram=off`.
+    pub histogram: bool,
 }
 
 /// Parameters of the `vnswrr` directive.
@@ -176,7 +208,10 @@ mod tests {
     #[test]
     fn status_directive_names_formats_exactly() {
         for f in Format::ALL {
-            assert_eq!(parse_status_directive(&[f.as_str().as_bytes()]), Ok(f));
+            assert_eq!(
+                parse_status_directive(&[f.as_str().as_bytes()]).map(|c| c.format),
+                Ok(f)
+            );
         }
         for bad in [&b"JSON"[..], b"Html", b"", b"json "] {
             assert!(parse_status_directive(&[bad]).is_err(), "{bad:?}");
@@ -185,12 +220,50 @@ mod tests {
 
     #[test]
     fn status_directive() {
-        assert_eq!(parse_status_directive(&[]), Ok(Format::Html));
-        assert_eq!(parse_status_directive(&[b"csv"]), Ok(Format::Csv));
-        assert_eq!(parse_status_directive(&[b"json"]), Ok(Format::Json));
+        let f = |format| StatusConf {
+            format,
+            histogram: false,
+        };
+        assert_eq!(parse_status_directive(&[]), Ok(f(Format::Html)));
+        assert_eq!(parse_status_directive(&[b"csv"]), Ok(f(Format::Csv)));
+        assert_eq!(parse_status_directive(&[b"json"]), Ok(f(Format::Json)));
         assert_eq!(
             parse_status_directive(&[b"prometheus"]),
-            Ok(Format::Prometheus)
+            Ok(f(Format::Prometheus))
+        );
+        assert_eq!(
+            parse_status_directive(&[b"prometheus", b"histogram=on"]),
+            Ok(StatusConf {
+                format: Format::Prometheus,
+                histogram: true
+            })
+        );
+        assert_eq!(
+            parse_status_directive(&[b"histogram=on"]),
+            Ok(StatusConf {
+                format: Format::Html,
+                histogram: true
+            })
+        );
+        assert_eq!(
+            parse_status_directive(&[b"json", b"histogram=off"]),
+            Ok(f(Format::Json))
+        );
+        assert_eq!(
+            err(parse_status_directive(&[b"prometheus", b"histogram=yes"])),
+            "invalid parameter \"histogram=yes\" in \"healthcheck_status\" directive: histogram must be on or off"
+        );
+        assert_eq!(
+            err(parse_status_directive(&[b"histogram=on", b"histogram=on"])),
+            "invalid parameter \"histogram=on\" in \"healthcheck_status\" directive: histogram is given twice"
+        );
+        assert_eq!(
+            err(parse_status_directive(&[b"histogram=on", b"json"])),
+            "invalid number of arguments in \"healthcheck_status\" directive"
+        );
+        assert_eq!(
+            err(parse_status_directive(&[b"json", b"csv"])),
+            "invalid number of arguments in \"healthcheck_status\" directive"
         );
         assert_eq!(
             err(parse_status_directive(&[b"xml"])),

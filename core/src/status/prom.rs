@@ -2,19 +2,27 @@
 //!
 //! Families (each with one `# HELP` and one `# TYPE`, samples contiguous):
 //!
-//! | metric | type | labels |
-//! |---|---|---|
-//! | `nginx_upstream_count_total` | untyped (a gauge by meaning) | |
-//! | `nginx_upstream_count_up` | gauge | |
-//! | `nginx_upstream_count_down` | gauge | |
-//! | `nginx_upstream_count_generation` | gauge | |
-//! | `nginx_upstream_server_rise` | gauge | peer |
-//! | `nginx_upstream_server_fall` | gauge | peer |
-//! | `nginx_upstream_server_active` | gauge (1 up, 0 down) | peer |
-//! | `nginx_upstream_server_checks_total` | counter | peer |
-//! | `nginx_upstream_server_check_failures_total` | counter | peer, `reason` |
-//! | `nginx_upstream_server_last_change_timestamp_seconds` | gauge (0 = never) | peer |
-//! | `nginx_upstream_server_check_duration_seconds` | histogram | peer (+ `le`) |
+//! | metric | type | labels | page |
+//! |---|---|---|---|
+//! | `nginx_upstream_count_total` | untyped (a gauge by meaning) | | both |
+//! | `nginx_upstream_count_up` | gauge | | both |
+//! | `nginx_upstream_count_down` | gauge | | both |
+//! | `nginx_upstream_count_generation` | gauge | | both |
+//! | `nginx_upstream_server_rise` | gauge | peer | full |
+//! | `nginx_upstream_server_fall` | gauge | peer | full |
+//! | `nginx_upstream_server_active` | gauge (1 up, 0 down) | peer | both |
+//! | `nginx_upstream_server_checks_total` | counter | peer | both |
+//! | `nginx_upstream_server_check_failures_total` | counter | peer, `reason` | both |
+//! | `nginx_upstream_server_last_change_timestamp_seconds` | gauge (0 = never) | peer | full |
+//! | `nginx_upstream_server_check_last_duration_seconds` | gauge | peer | both |
+//! | `nginx_upstream_server_check_duration_seconds` | histogram | peer (+ `le`) | full |
+//!
+//! The default page carries the families marked "both"; the full page
+//! (`?histogram=on`, or `histogram=on` on the directive) all of them.
+//! `check_failures_total` has one series per reason the peer's check type
+//! can produce (the caller passes those in [`PeerRow::failures_by_reason`]),
+//! so a tcp peer costs 3 + 6 = 9 series and a udp peer 3 + 1 = 4 on the
+//! default page.
 //!
 //! The peer labels are the C module's `index`, `upstream_type` (`http` or
 //! `stream`), `upstream`, `name`, `type`, `port`. `upstream_type` + `index`
@@ -73,9 +81,54 @@ pub(super) fn head(meta: &Meta, counts: &Counts, out: &mut Vec<u8>) {
     }
 }
 
-/// The per-peer families, in the order printed: each is one pass over the
-/// printed rows (samples of a family must be contiguous).
-pub(super) const PASSES: usize = 7;
+/// A per-peer family.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Family {
+    Rise,
+    Fall,
+    Active,
+    Checks,
+    Failures,
+    LastChange,
+    LastDuration,
+    Histogram,
+}
+
+/// The default page's per-peer families, in the order printed: 3 + (the
+/// reasons of the check type) series per peer (README: Cardinality).
+const LEAN: [Family; 4] = [
+    Family::Active,
+    Family::Checks,
+    Family::Failures,
+    Family::LastDuration,
+];
+
+/// The full page's (`?histogram=on`): the lean families, `rise`, `fall`,
+/// the last change's time and the duration histogram.
+const FULL: [Family; 8] = [
+    Family::Rise,
+    Family::Fall,
+    Family::Active,
+    Family::Checks,
+    Family::Failures,
+    Family::LastChange,
+    Family::LastDuration,
+    Family::Histogram,
+];
+
+fn families(full: bool) -> &'static [Family] {
+    if full {
+        &FULL
+    } else {
+        &LEAN
+    }
+}
+
+/// Passes over the printed rows: one per family (samples of a family must
+/// be contiguous).
+pub(super) fn passes(full: bool) -> usize {
+    families(full).len()
+}
 
 /// Append `r`'s label set, escaped, without braces:
 /// `index="0",upstream_type="http",...,port="0"`. Computed once per peer
@@ -97,32 +150,47 @@ pub(super) fn label_set(r: &PeerRow, labels: &mut Vec<u8>) {
 }
 
 /// `# HELP` and `# TYPE` of pass `pass`'s family.
-pub(super) fn pass_header(pass: usize, out: &mut Vec<u8>) {
-    match pass {
-        0..=3 => PER_PEER[pass].header(out),
-        4 => header(
+pub(super) fn pass_header(pass: usize, full: bool, out: &mut Vec<u8>) {
+    let Some(&family) = families(full).get(pass) else {
+        return;
+    };
+    match family {
+        Family::Failures => header(
             out,
             FAILURES,
-            "Failed health check rounds by reason.",
+            "Failed health check rounds by reason (the reasons the check type can produce).",
             "counter",
         ),
-        5 => PER_PEER[4].header(out),
-        _ => header(
+        Family::Histogram => header(
             out,
             DURATIONS,
             "Duration of health check rounds.",
             "histogram",
         ),
+        f => per_peer(f).header(out),
     }
 }
 
 /// `r`'s samples in pass `pass`'s family; `set` is its [`label_set`].
-pub(super) fn pass_row(pass: usize, r: &PeerRow, set: &[u8], out: &mut Vec<u8>) {
-    match pass {
-        0..=3 => PER_PEER[pass].sample(r, set, out),
-        4 => failures(r, set, out),
-        5 => PER_PEER[4].sample(r, set, out),
-        _ => durations(r, set, out),
+pub(super) fn pass_row(pass: usize, full: bool, r: &PeerRow, set: &[u8], out: &mut Vec<u8>) {
+    let Some(&family) = families(full).get(pass) else {
+        return;
+    };
+    match family {
+        Family::Failures => failures(r, set, out),
+        Family::Histogram => durations(r, set, out),
+        f => per_peer(f).sample(r, set, out),
+    }
+}
+
+fn per_peer(f: Family) -> &'static PerPeer {
+    match f {
+        Family::Rise => &PER_PEER[0],
+        Family::Fall => &PER_PEER[1],
+        Family::Active => &PER_PEER[2],
+        Family::Checks => &PER_PEER[3],
+        Family::LastChange => &PER_PEER[4],
+        _ => &PER_PEER[5],
     }
 }
 
@@ -134,7 +202,7 @@ struct PerPeer {
     value: fn(&PeerRow, &mut Vec<u8>),
 }
 
-const PER_PEER: [PerPeer; 5] = [
+const PER_PEER: [PerPeer; 6] = [
     PerPeer {
         name: "nginx_upstream_server_rise",
         help: "Current consecutive successful checks.",
@@ -164,6 +232,12 @@ const PER_PEER: [PerPeer; 5] = [
         help: "Unix time of the peer's last up/down change, 0 if it never changed.",
         kind: "gauge",
         value: |r, out| push_ms_as_seconds(out, shown_last_change(r).unwrap_or(0)),
+    },
+    PerPeer {
+        name: "nginx_upstream_server_check_last_duration_seconds",
+        help: "Duration of the peer's last health check round, 0 before the first.",
+        kind: "gauge",
+        value: |r, out| push_ms_as_seconds(out, r.last_duration_ms),
     },
 ];
 

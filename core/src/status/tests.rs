@@ -26,6 +26,7 @@ fn row<'a>(group: Group, index: u32, upstream: &'a [u8], name: &'a [u8], up: boo
         failures_by_reason: REASONS,
         last_failure_reason: if up { None } else { Some("refused") },
         last_change_ms: if up { 0 } else { 1_700_000_000_123 },
+        last_duration_ms: 12,
         down_since_ms: if up { None } else { Some(1_700_000_000_123) },
         duration_buckets: &SLOTS,
         duration_sum_ms: 12_345,
@@ -121,8 +122,15 @@ fn query_parsing() {
         Query {
             format: Some(Format::Prometheus),
             filter: Some(Filter::Down),
-            refresh: None
+            refresh: None,
+            histogram: None,
         }
+    );
+    assert_eq!(q("histogram=on").unwrap().histogram, Some(true));
+    assert_eq!(q("histogram=off").unwrap().histogram, Some(false));
+    assert_eq!(
+        q("histogram=yes"),
+        Err("unknown histogram \"yes\": use on or off".to_string())
     );
     assert_eq!(q("status=Up").unwrap().filter, Some(Filter::Up));
     assert_eq!(
@@ -666,6 +674,19 @@ fn prom_of(rows: &[PeerRow], filter: Option<Filter>) -> Vec<Sample> {
     validate_prom(&body).unwrap_or_else(|e| panic!("{e}\n{}", String::from_utf8_lossy(&body)))
 }
 
+/// The full page (`?histogram=on`).
+fn prom_full_of(rows: &[PeerRow], filter: Option<Filter>) -> Vec<Sample> {
+    let query = Query {
+        format: Some(Format::Prometheus),
+        filter,
+        histogram: Some(true),
+        ..Query::default()
+    };
+    let mut body = Vec::new();
+    render_with(Format::Prometheus, &query, &META, rows, &mut body);
+    validate_prom(&body).unwrap_or_else(|e| panic!("{e}\n{}", String::from_utf8_lossy(&body)))
+}
+
 fn value_of(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> f64 {
     let want: BTreeMap<String, String> = labels
         .iter()
@@ -696,7 +717,7 @@ fn validator_rejects() {
 
 #[test]
 fn prom_sample() {
-    let s = prom_of(&sample(), None);
+    let s = prom_full_of(&sample(), None);
     assert_eq!(value_of(&s, "nginx_upstream_count_total", &[]), 3.0);
     assert_eq!(value_of(&s, "nginx_upstream_count_up", &[]), 2.0);
     assert_eq!(value_of(&s, "nginx_upstream_count_down", &[]), 1.0);
@@ -812,7 +833,7 @@ fn prom_duplicates_and_torn_histograms() {
             ..row(Group::Http, 1, b"u", b"10.0.0.1:80", true)
         },
     ];
-    let s = prom_of(&rows, None);
+    let s = prom_full_of(&rows, None);
     let l = [
         ("index", "0"),
         ("upstream_type", "http"),
@@ -842,6 +863,55 @@ fn prom_duplicates_and_torn_histograms() {
         .collect();
     assert_eq!(short[..DURATION_SLOTS - 1], [0.0; DURATION_SLOTS - 1]);
     assert_eq!(short[DURATION_SLOTS - 1], 3.0);
+}
+
+/// The default page: per peer, the lean families only (3 + one failure
+/// series per reason passed), none of the histogram, rise, fall or last
+/// change; the full page adds those (3 + 15 series).
+#[test]
+fn prom_lean_and_full_pages() {
+    let tcp: Vec<(&str, u64)> = crate::conf::CheckType::Tcp
+        .failure_reasons()
+        .iter()
+        .map(|r| (r.name(), 0))
+        .collect();
+    let udp: Vec<(&str, u64)> = crate::conf::CheckType::Udp
+        .failure_reasons()
+        .iter()
+        .map(|r| (r.name(), 0))
+        .collect();
+    let rows = [
+        PeerRow {
+            failures_by_reason: &tcp,
+            ..row(Group::Http, 0, b"u", b"10.0.0.1:80", true)
+        },
+        PeerRow {
+            failures_by_reason: &udp,
+            check_type: "udp",
+            ..row(Group::Stream, 0, b"d", b"10.0.0.2:53", false)
+        },
+    ];
+    let per_peer = |samples: &[Sample], group: &str| {
+        samples
+            .iter()
+            .filter(|s| s.labels.get("upstream_type").map(String::as_str) == Some(group))
+            .map(|s| s.name.clone())
+            .collect::<Vec<_>>()
+    };
+    let lean = prom_of(&rows, None);
+    let (h, st) = (per_peer(&lean, "http"), per_peer(&lean, "stream"));
+    assert_eq!(h.len(), 9, "{h:?}");
+    assert_eq!(st.len(), 4, "{st:?}");
+    for names in [&h, &st] {
+        assert!(!names.iter().any(|n| n.contains("duration_seconds_")
+            || n.contains("last_change")
+            || n.ends_with("_rise")
+            || n.ends_with("_fall")));
+        assert!(names.contains(&"nginx_upstream_server_check_last_duration_seconds".into()));
+    }
+    let full = prom_full_of(&rows, None);
+    assert_eq!(per_peer(&full, "http").len(), 9 + 3 + 15);
+    assert_eq!(per_peer(&full, "stream").len(), 4 + 3 + 15);
 }
 
 #[test]
@@ -1079,6 +1149,7 @@ fn borrow(owned: &[OwnedRow]) -> Vec<PeerRow<'_>> {
                 failures_by_reason: REASONS,
                 last_failure_reason: o.reason.map(|i| crate::reason::NAMES[i]),
                 last_change_ms: o.last_change_ms,
+                last_duration_ms: o.sum,
                 down_since_ms: o.down_since_ms,
                 duration_buckets: &o.slots,
                 duration_sum_ms: o.sum,
