@@ -76,7 +76,7 @@ impl CheckType {
         match self {
             // Connect (refused, unreachable, timeout, other errors), then
             // the peek and settle window (reset, closed).
-            CheckType::Tcp => &Reason::ALL,
+            CheckType::Tcp => &Reason::CONNECTION,
             // Only a confirmed ICMP port unreachable fails a UDP round.
             CheckType::Udp => &[Reason::Unreachable],
         }

@@ -18,6 +18,12 @@ pub enum Reason {
     Unreachable = 4,
     /// Any other socket error.
     Error = 5,
+    /// HTTP: the status code is not accepted.
+    Status = 6,
+    /// A header, body or expect test failed.
+    Mismatch = 7,
+    /// A malformed, oversized or wrongly framed response.
+    Invalid = 8,
 }
 
 /// Number of reasons (the length of a slot's per-reason counters).
@@ -25,7 +31,21 @@ pub const REASONS: usize = Reason::ALL.len();
 
 impl Reason {
     /// Every reason, in counter order.
-    pub const ALL: [Reason; 6] = [
+    pub const ALL: [Reason; 9] = [
+        Reason::Refused,
+        Reason::Timeout,
+        Reason::Reset,
+        Reason::Closed,
+        Reason::Unreachable,
+        Reason::Error,
+        Reason::Status,
+        Reason::Mismatch,
+        Reason::Invalid,
+    ];
+
+    /// The reasons of the connection itself, which every TCP-based check
+    /// can produce.
+    pub const CONNECTION: [Reason; 6] = [
         Reason::Refused,
         Reason::Timeout,
         Reason::Reset,
@@ -43,6 +63,9 @@ impl Reason {
             Reason::Closed => "closed",
             Reason::Unreachable => "icmp-unreachable",
             Reason::Error => "error",
+            Reason::Status => "status",
+            Reason::Mismatch => "mismatch",
+            Reason::Invalid => "invalid",
         }
     }
 
@@ -55,6 +78,9 @@ impl Reason {
             Reason::Closed => "connection closed by peer",
             Reason::Unreachable => "port unreachable",
             Reason::Error => "socket error",
+            Reason::Status => "status not accepted",
+            Reason::Mismatch => "response did not match",
+            Reason::Invalid => "invalid response",
         }
     }
 
