@@ -90,9 +90,16 @@ fn replace(log: *mut ngx_log_t, new: Option<State>) -> bool {
 /// Whether the health check marks `peer` (an rr peer of `proto` in the rr
 /// peer list `list`, 0 if unknown) down: what the selection hooks and the
 /// module's own balancer ask before every selection.
+///
+/// On every selection of every balancer, so it reads the state without a
+/// loan: `Context::peer_down` only loads atomics and looks up fixed tables,
+/// and cannot reach `replace`.
 #[inline]
 pub fn peer_down(proto: Group, list: usize, peer: usize) -> bool {
-    with(|w| w.context(proto).peer_down(list, peer)).unwrap_or(false)
+    // SAFETY: single-threaded; the reference does not outlive this call,
+    // during which nothing replaces the state (see above).
+    let state = unsafe { (*STATE.state.get()).as_ref() };
+    state.is_some_and(|s| s.worker.context(proto).peer_down(list, peer))
 }
 
 /// Build the state of a worker (or single) process and start its probes.
