@@ -49,6 +49,7 @@
 pub mod backend;
 pub mod client;
 pub mod conf;
+pub mod http_backend;
 pub mod nginx;
 pub mod paths;
 pub mod process;
