@@ -26,20 +26,34 @@ const IDLE: Duration = Duration::from_secs(30);
 pub enum Reply {
     /// Send these bytes; then read the next request on the same connection
     /// unless `close`.
-    Raw { bytes: Vec<u8>, close: bool },
+    Raw {
+        /// The whole answer.
+        bytes: Vec<u8>,
+        /// Close (FIN) after it.
+        close: bool,
+    },
     /// Read the request and never answer (the connection stays open).
     Hang,
     /// Read the request and close the connection (FIN).
     Close,
     /// Send `bytes` in pieces of `piece` bytes, `gap` apart; then as `Raw`.
     Trickle {
+        /// The whole answer.
         bytes: Vec<u8>,
+        /// Bytes per write.
         piece: usize,
+        /// Pause after each write.
         gap: Duration,
+        /// Close (FIN) after it.
         close: bool,
     },
     /// Send `head`, then `repeat` again and again until the client goes.
-    Endless { head: Vec<u8>, repeat: Vec<u8> },
+    Endless {
+        /// Sent once.
+        head: Vec<u8>,
+        /// Sent forever after it.
+        repeat: Vec<u8>,
+    },
 }
 
 impl Reply {
@@ -133,6 +147,7 @@ impl HttpBackend {
         }
     }
 
+    /// The port it listens on.
     pub fn port(&self) -> u16 {
         self.addr.port()
     }
