@@ -2930,3 +2930,325 @@ fn a_selection_builds_at_most_one_batch() {
     assert_eq!(got, Some(3));
     assert!(r.stats().built <= 1, "{:?}", r.stats());
 }
+
+// ---- http response parser ----
+//
+// healthcheck_core::http::response::Parser over arbitrary bytes, HTTP-ish
+// token soup and mutated valid responses: it never panics, its verdict
+// does not depend on how the bytes were split (one piece, one byte at a
+// time, random cuts), its state only moves forward, eof always settles it,
+// and its buffers stay within max_head + body_keep. Valid responses are
+// also checked against what was rendered.
+
+use healthcheck_core::http::response::{Config as RespConfig, Head, Parser, State};
+
+/// What the probe engine can observe of a parser, before and after eof.
+#[derive(Clone, Debug, PartialEq)]
+struct RespSeen {
+    state: State,
+    head: Option<Head>,
+    body: Vec<u8>,
+    settled: bool,
+    body_len: u64,
+    trailing: u64,
+    reusable: bool,
+    eof: State,
+    eof_reusable: bool,
+}
+
+fn resp_rank(s: State) -> u8 {
+    match s {
+        State::NeedMore => 0,
+        State::Body => 1,
+        State::Complete | State::Invalid(_) => 2,
+    }
+}
+
+/// Feeds `pieces` to a new parser, checking the bound and the forward-only
+/// state after each, then eof.
+fn resp_observe<'a>(
+    c: RespConfig,
+    pieces: impl IntoIterator<Item = &'a [u8]>,
+) -> Result<RespSeen, TestCaseError> {
+    let mut p = Parser::new(c);
+    let bound = c.max_head + c.body_keep;
+    let mut last = p.state();
+    for piece in pieces {
+        let s = p.feed(piece);
+        prop_assert_eq!(s, p.state());
+        prop_assert!(p.held() <= bound, "held {} > {}", p.held(), bound);
+        prop_assert!(p.body().len() <= c.body_keep);
+        prop_assert!(resp_rank(s) >= resp_rank(last), "{:?} after {:?}", s, last);
+        if resp_rank(last) == 2 {
+            prop_assert_eq!(s, last);
+        }
+        if p.head().is_none() {
+            prop_assert!(matches!(s, State::NeedMore | State::Invalid(_)));
+        }
+        last = s;
+    }
+    let mut seen = RespSeen {
+        state: p.state(),
+        head: p.head().cloned(),
+        body: p.body().to_vec(),
+        settled: p.body_settled(),
+        body_len: p.body_len(),
+        trailing: p.trailing(),
+        reusable: p.reusable(),
+        eof: State::NeedMore,
+        eof_reusable: false,
+    };
+    seen.eof = p.eof();
+    seen.eof_reusable = p.reusable();
+    prop_assert_eq!(resp_rank(seen.eof), 2);
+    prop_assert!(!seen.eof_reusable, "reusable after the peer closed");
+    prop_assert!(p.held() <= bound);
+    if seen.reusable {
+        prop_assert_eq!(seen.state, State::Complete);
+        prop_assert_eq!(seen.trailing, 0);
+    }
+    Ok(seen)
+}
+
+/// The same verdict in one piece, byte by byte and cut at `cuts`.
+fn resp_split_invariant(
+    c: RespConfig,
+    bytes: &[u8],
+    cuts: &[prop::sample::Index],
+) -> Result<RespSeen, TestCaseError> {
+    let whole = resp_observe(c, [bytes])?;
+    let single = resp_observe(c, bytes.chunks(1))?;
+    prop_assert_eq!(&single, &whole, "byte by byte");
+    let mut at: Vec<usize> = cuts.iter().map(|i| i.index(bytes.len() + 1)).collect();
+    at.sort_unstable();
+    at.push(bytes.len());
+    let mut pieces = Vec::new();
+    let mut from = 0;
+    for to in at {
+        pieces.push(&bytes[from..to]);
+        from = to;
+    }
+    let split = resp_observe(c, pieces.iter().copied())?;
+    prop_assert_eq!(&split, &whole, "cut into {} pieces", pieces.len());
+    Ok(whole)
+}
+
+fn resp_config() -> impl Strategy<Value = RespConfig> {
+    (
+        prop_oneof![0usize..48, 48usize..400, Just(1024), Just(1 << 20)],
+        prop_oneof![Just(0usize), 1usize..16, Just(4096)],
+        prop::bool::weighted(0.1),
+    )
+        .prop_map(|(max_head, body_keep, head_request)| RespConfig {
+            max_head,
+            body_keep,
+            head_request,
+        })
+}
+
+/// Pieces of HTTP/1.x responses and near misses.
+const RESP_TOKENS: &[&[u8]] = &[
+    b"HTTP/1.1 ",
+    b"HTTP/1.0 ",
+    b"HTTP/1.",
+    b"HTTP/2 ",
+    b"200",
+    b"100",
+    b"101",
+    b"103",
+    b"204",
+    b"304",
+    b"999",
+    b" OK",
+    b"\r\n",
+    b"\n",
+    b"\r",
+    b"\r\n\r\n",
+    b": ",
+    b":",
+    b"X-A",
+    b" ",
+    b"\t",
+    b"\x00",
+    b"\x7f",
+    b"\xff",
+    b"Content-Length: ",
+    b"Content-Length: 5\r\n",
+    b"Transfer-Encoding: chunked\r\n",
+    b"Transfer-Encoding: gzip, chunked",
+    b"Connection: close\r\n",
+    b"Connection: keep-alive\r\n",
+    b"0",
+    b"5",
+    b"a",
+    b"F",
+    b";ext=1",
+    b",",
+    b"ffffffffffffffff",
+    b"10000000000000000",
+    b"hello",
+];
+
+/// A valid response from a few choices, and its body.
+fn resp_valid() -> impl Strategy<Value = (Vec<u8>, Vec<u8>, RespConfig)> {
+    (
+        0usize..3,
+        prop::sample::select(vec![200u16, 204, 304, 404, 503]),
+        any::<bool>(),
+        vec(
+            (
+                "[A-Za-z][A-Za-z0-9-]{0,8}",
+                "[ -~]{0,16}".prop_map(|v| v.trim().to_string()),
+            ),
+            0..4,
+        ),
+        0u8..3,
+        vec(any::<u8>(), 0..300),
+        vec(1usize..64, 1..6),
+        any::<bool>(),
+        resp_config(),
+    )
+        .prop_map(
+            |(interim, status, v10, fields, framing, body, chunks, lf, mut c)| {
+                let eol: &str = if lf { "\n" } else { "\r\n" };
+                c.max_head = c.max_head.max(2048);
+                c.head_request = false;
+                let mut out = String::new();
+                for _ in 0..interim {
+                    out += &format!("HTTP/1.1 100 Continue{eol}X-I: 1{eol}{eol}");
+                }
+                let version = if v10 && framing != 1 { "1.0" } else { "1.1" };
+                out += &format!("HTTP/{version} {status} Reason{eol}");
+                for (n, v) in &fields {
+                    let n = if ["content-length", "transfer-encoding"]
+                        .contains(&n.to_ascii_lowercase().as_str())
+                    {
+                        "X-Renamed"
+                    } else {
+                        n
+                    };
+                    out += &format!("{n}: {v}{eol}");
+                }
+                let no_body = status == 204 || status == 304;
+                let mut bytes;
+                let body = if no_body { Vec::new() } else { body };
+                match framing {
+                    0 => {
+                        out += &format!("Content-Length: {}{eol}{eol}", body.len());
+                        bytes = out.into_bytes();
+                        if !no_body {
+                            bytes.extend_from_slice(&body);
+                        }
+                    }
+                    1 => {
+                        out += &format!("Transfer-Encoding: chunked{eol}{eol}");
+                        bytes = out.into_bytes();
+                        if !no_body {
+                            let mut rest = &body[..];
+                            for n in chunks.iter().cycle().take(1000) {
+                                if rest.is_empty() {
+                                    break;
+                                }
+                                let (a, b) = rest.split_at((*n).min(rest.len()));
+                                bytes.extend_from_slice(
+                                    format!("{:x};e=1{eol}", a.len()).as_bytes(),
+                                );
+                                bytes.extend_from_slice(a);
+                                bytes.extend_from_slice(eol.as_bytes());
+                                rest = b;
+                            }
+                            bytes.extend_from_slice(format!("0{eol}T: v{eol}{eol}").as_bytes());
+                        }
+                    }
+                    _ => {
+                        out += eol;
+                        bytes = out.into_bytes();
+                        bytes.extend_from_slice(&body);
+                    }
+                }
+                (bytes, body, c)
+            },
+        )
+}
+
+/// Byte edits: overwrite, delete, insert, duplicate a range, splice a
+/// token, truncate.
+fn resp_mutate(bytes: &mut Vec<u8>, edits: &[(prop::sample::Index, u8, u8, usize)]) {
+    for &(at, b, op, len) in edits {
+        let i = at.index(bytes.len() + 1);
+        match op % 6 {
+            0 if i < bytes.len() => bytes[i] = b,
+            1 if i < bytes.len() => {
+                bytes.remove(i);
+            }
+            2 => bytes.insert(i, b),
+            3 => {
+                let end = (i + len % 64).min(bytes.len());
+                let copy = bytes[i..end].to_vec();
+                bytes.splice(i..i, copy);
+            }
+            4 => {
+                let t = RESP_TOKENS[usize::from(b) % RESP_TOKENS.len()];
+                bytes.splice(i..i, t.iter().copied());
+            }
+            _ => bytes.truncate(i),
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(cfg(300))]
+
+    #[test]
+    fn http_response_arbitrary_bytes(
+        bytes in prop_oneof![
+            vec(any::<u8>(), 0..400),
+            vec(prop::sample::select(RESP_TOKENS), 0..80).prop_map(|v| v.concat()),
+        ],
+        c in resp_config(),
+        cuts in vec(any::<prop::sample::Index>(), 0..10),
+    ) {
+        resp_split_invariant(c, &bytes, &cuts)?;
+    }
+
+    #[test]
+    fn http_response_mutated(
+        (bytes, _, c) in resp_valid(),
+        small in prop_oneof![Just(None), (16usize..200).prop_map(Some)],
+        edits in vec((any::<prop::sample::Index>(), any::<u8>(), any::<u8>(), any::<usize>()), 0..5),
+        cuts in vec(any::<prop::sample::Index>(), 0..10),
+    ) {
+        let mut bytes = bytes;
+        resp_mutate(&mut bytes, &edits);
+        let c = RespConfig { max_head: small.unwrap_or(c.max_head), ..c };
+        resp_split_invariant(c, &bytes, &cuts)?;
+    }
+
+    #[test]
+    fn http_response_valid_is_complete(
+        (bytes, body, c) in resp_valid(),
+        garbage in vec(any::<u8>(), 0..8),
+        cuts in vec(any::<prop::sample::Index>(), 0..10),
+    ) {
+        let seen = resp_split_invariant(c, &bytes, &cuts)?;
+        let head = seen.head.as_ref().expect("a final head");
+        let until_close = seen.state == State::Body;
+        prop_assert_eq!(if until_close { seen.eof } else { seen.state }, State::Complete);
+        prop_assert!(head.status >= 200);
+        prop_assert_eq!(&seen.body[..], &body[..body.len().min(c.body_keep)]);
+        prop_assert_eq!(seen.body_len, body.len() as u64);
+        prop_assert_eq!(seen.trailing, 0);
+        prop_assert!(seen.settled || until_close);
+        // Bytes after a complete response are trailing, never body, and
+        // the connection is no longer reusable.
+        if !until_close && !garbage.is_empty() {
+            let mut more = bytes.clone();
+            more.extend_from_slice(&garbage);
+            let seen2 = resp_split_invariant(c, &more, &cuts)?;
+            prop_assert_eq!(seen2.state, State::Complete);
+            prop_assert_eq!(seen2.trailing, garbage.len() as u64);
+            prop_assert!(!seen2.reusable);
+            prop_assert_eq!(seen2.body, seen.body);
+        }
+    }
+}
