@@ -1,4 +1,4 @@
-//! Reading the `healthcheck_status` JSON output (SPEC §2):
+//! Reading the `healthcheck_status` JSON output (README: healthcheck_status):
 //!
 //! ```text
 //! {"servers": {"total": 4, "up": 3, "down": 1, "generation": 2,

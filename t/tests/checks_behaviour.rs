@@ -1,4 +1,5 @@
-//! What a TCP check decides and what operators see (SPEC §2 `check`, §3):
+//! What a TCP check decides and what operators see (README: check, How
+//! checks work):
 //! rise/fall with a flapping peer, `default_down`, `port=`, how each kind
 //! of misbehaving server is classified, IPv6 and unix peers, `down` and
 //! `backup` servers, the state-change log lines, and no TIME_WAIT.

@@ -1,6 +1,6 @@
-//! Checks across worker processes (SPEC §3, issue 3): one round per peer
-//! per interval for the whole instance, takeover when a worker is killed,
-//! no descriptor leaks, prompt exit on reload and quit.
+//! Checks across worker processes (README: How checks work; issue 3): one
+//! round per peer per interval for the whole instance, takeover when a
+//! worker is killed, no descriptor leaks, prompt exit on reload and quit.
 
 mod common;
 

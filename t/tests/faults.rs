@@ -178,8 +178,8 @@ fn blackholed_peer_is_down_within_fall_rounds_of_timeout() {
 /// peek the kept connection, which looks fine until the kernel gives up
 /// on it after idle + intvl*cnt without an answer; the next round
 /// re-handshakes into the blackhole and times out. So the peer is down
-/// within idle + intvl*cnt + fall*interval + timeout (SPEC §3, README
-/// "How checks work"), and not before intvl*cnt + (fall-1)*interval +
+/// within idle + intvl*cnt + fall*interval + timeout (README: How
+/// checks work), and not before intvl*cnt + (fall-1)*interval +
 /// timeout (the kept connection did keep it up meanwhile).
 #[test]
 fn blackholed_kept_connection_is_down_within_keepalive_bound() {
@@ -775,7 +775,8 @@ fn no_free_connection_is_logged_as_such() {
         let sc = worker_connections_scenario();
         let lines = sc.ng.log_lines_since(sc.mark, LOCAL_ERROR_LINE);
         assert!(!lines.is_empty(), "no module line for the local errors");
-        // EMFILE, ENFILE, ENOBUFS, ENOMEM, EADDRNOTAVAIL (SPEC §3).
+        // EMFILE, ENFILE, ENOBUFS, ENOMEM, EADDRNOTAVAIL (README: How
+        // checks work).
         let local = [24, 23, 105, 12, 99];
         for l in &lines {
             if let Some(rest) = l.split("local error ").nth(1) {

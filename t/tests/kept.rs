@@ -1,5 +1,6 @@
 //! Kept TCP check connections: `reuse=`, `keepalive=` and
-//! `check_keepalive_requests` (SPEC §2-3, issue 4).
+//! `check_keepalive_requests` (README: check, check_keepalive_requests, How
+//! checks work; issue 4).
 //!
 //! With `reuse` or `keepalive` the peer's owning worker keeps the
 //! connection of a successful round; later rounds only peek it
@@ -711,9 +712,9 @@ fn idle_data_past_4k_closes_and_remakes_the_connection() {
 }
 
 /// A server that writes 5 KB at once on accept (a large greeting). The
-/// first round sees data and keeps the connection; SPEC §3 closes a kept
-/// connection past 4 KB of data, so the connection must be closed and
-/// re-made, and the peer stays up.
+/// first round sees data and keeps the connection; a kept connection is
+/// closed past 4 KB of data (README: How checks work), so the connection
+/// must be closed and re-made, and the peer stays up.
 ///
 /// Module bug: the greeting arrives while the opening round connects or
 /// settles, so the epoll (edge-triggered) read event for it is consumed
@@ -986,7 +987,8 @@ fn one_connection_per_peer_with_four_workers_and_takeover() {
     assert!(ng.log_contains("exited on signal 9"));
 }
 
-/// Delay statistics with kept connections. What is measured (SPEC §3):
+/// Delay statistics with kept connections. What is measured (README: How
+/// checks work):
 /// from the round's start to its result, successful rounds only. A round
 /// that only peeks the kept connection records its near-zero duration; a
 /// round that (re-)handshakes records the connect-and-peek time (on
@@ -1053,8 +1055,8 @@ fn ss_timer_parsing() {
 
 /// On reload, an old worker that is shutting down (held by a proxied
 /// stream session) starts no more rounds and closes its kept check
-/// connections at once (SPEC §3): the backend ends up with exactly the new
-/// worker's connection.
+/// connections at once (README: How checks work): the backend ends up with
+/// exactly the new worker's connection.
 ///
 /// Module bug: kept connections are closed only in `exit_process`
 /// (`Prober::stop`); a worker in graceful shutdown keeps its kept check

@@ -1,7 +1,8 @@
-//! Life cycle of the module (SPEC §2 `default_down` and `check_shm_size`,
-//! §3, §4; issue 6): state inherited across reloads by peer identity,
-//! `generation`, zone sizing, reload storms, killed workers, single-process
-//! mode, binary upgrade and the helper processes of `proxy_cache_path`.
+//! Life cycle of the module (README: check `default_down`, check_shm_size,
+//! How checks work, Reloads; issue 6): state inherited across reloads by
+//! peer identity, `generation`, zone sizing, reload storms, killed workers,
+//! single-process mode, binary upgrade and the helper processes of
+//! `proxy_cache_path`.
 //!
 //! A trick used throughout: with `rise=1000 fall=1000` a peer keeps its
 //! state for 100 s at `interval=100` whatever its backend does, so after a
@@ -713,9 +714,9 @@ fn check_port_or_type_change_gives_fresh_state() {
     );
 }
 
-// SPEC §2: identity uses the *effective* check port. `port=` naming the
-// server's own port does not change where the probe goes, so the state
-// must be kept.
+// README (Reloads): identity uses the *effective* check port. `port=`
+// naming the server's own port does not change where the probe goes, so the
+// state must be kept.
 #[test]
 fn explicit_port_equal_to_server_port_keeps_state() {
     let a = Backend::start();
@@ -933,9 +934,10 @@ fn generation_counts_successful_reloads_only() {
     drop(busy);
 }
 
-// SPEC §2: "generation is 1 after the first start and grows by 1 with every
-// successful configuration load" — also when the http zone appears or
-// disappears (no checked http peer) while stream keeps its checks.
+// README (Reloads): `generation` counts successful loads, the zone existing
+// as soon as an `http` or `stream` block does — also when the http zone
+// appears or disappears (no checked http peer) while stream keeps its
+// checks.
 #[test]
 fn generation_counts_loads_when_a_context_gains_or_loses_checks() {
     let h = Backend::start();
@@ -1074,8 +1076,9 @@ fn reload_into_too_small_zone_is_refused() {
     assert!(checks(&s2, Http, "u", &a.addr()) >= checks(&s1, Http, "u", &a.addr()));
 }
 
-// SPEC target: at most 256 bytes of shared memory per peer, read from the
-// needed size nginx -t reports for 1000 and 2000 peers.
+// At most 256 bytes of shared memory per peer (README: check_shm_size
+// documents 200), read from the needed size nginx -t reports for 1000 and
+// 2000 peers.
 #[test]
 fn shared_memory_per_peer_is_at_most_256_bytes() {
     for ctx in ["http", "stream"] {

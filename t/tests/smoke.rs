@@ -74,7 +74,7 @@ stream {{
     ng.quit();
 }
 
-// The status handler's JSON output (SPEC §2).
+// The status handler's JSON output (README: healthcheck_status).
 #[test]
 fn status_json_shape() {
     let b = Backend::start();

@@ -1,7 +1,7 @@
-//! The `healthcheck_status` page (SPEC §2, issue 5) against a real nginx
-//! with real http and stream backends: every format x filter, query
-//! errors, response headers, methods, hostile upstream names, access
-//! control and state changes.
+//! The `healthcheck_status` page (README: healthcheck_status; issue 5)
+//! against a real nginx with real http and stream backends: every format x
+//! filter, query errors, response headers, methods, hostile upstream names,
+//! access control and state changes.
 //!
 //! Every page is checked by parsing it the way a consumer would: JSON with
 //! serde_json, CSV with the `csv` crate, Prometheus with `promtool check
@@ -229,7 +229,7 @@ impl Fmt {
         }
     }
 
-    /// SPEC §2, exactly.
+    /// As README (healthcheck_status) lists them, exactly.
     fn content_type(self) -> &'static str {
         match self {
             Fmt::Html => "text/html; charset=utf-8",
@@ -441,7 +441,7 @@ fn parse_json(body: &str, what: &str) -> Page {
 
 // --- CSV ---------------------------------------------------------------------
 
-const CSV_SPEC_HEADER: &str = "index,upstream_type,upstream_name,host,rise,fall,check_type,\
+const CSV_BASE_HEADER: &str = "index,upstream_type,upstream_name,host,rise,fall,check_type,\
 check_port,last_delay,avg_delay,min_delay,max_delay,status";
 const CSV_OUR_COLUMNS: &str = "checks,fails_total,last_failure_reason,last_change,down_since";
 
@@ -460,12 +460,12 @@ fn parse_csv(body: &str, what: &str) -> Vec<BTreeMap<String, String>> {
         .collect();
     assert_eq!(
         header.join(","),
-        format!("{CSV_SPEC_HEADER},{CSV_OUR_COLUMNS}"),
+        format!("{CSV_BASE_HEADER},{CSV_OUR_COLUMNS}"),
         "{what}: CSV header"
     );
     assert!(
-        body.starts_with(&format!("{CSV_SPEC_HEADER},")),
-        "{what}: CSV must start with SPEC's header"
+        body.starts_with(&format!("{CSV_BASE_HEADER},")),
+        "{what}: CSV must start with the documented header"
     );
     rdr.records()
         .map(|rec| {
@@ -1086,7 +1086,7 @@ stream {{
         match fmt {
             Fmt::Csv => assert_eq!(
                 r.text(),
-                format!("{CSV_SPEC_HEADER},{CSV_OUR_COLUMNS}\n"),
+                format!("{CSV_BASE_HEADER},{CSV_OUR_COLUMNS}\n"),
                 "header only"
             ),
             Fmt::Json => {
@@ -1136,8 +1136,8 @@ fn no_checked_peers(generation: Option<u64>) {
     }
 }
 
-/// SPEC §2: `generation` is 1 after the first start, also when no upstream
-/// has a check (there is no shared zone then).
+/// README (healthcheck_status): `generation` is 1 after the first start,
+/// also when no upstream has a check (there is no shared zone then).
 #[test]
 fn no_checked_peers_generation() {
     no_checked_peers(Some(1));

@@ -1,4 +1,4 @@
-//! UDP checks (`check type=udp`, SPEC §3 "UDP", issue 4).
+//! UDP checks (`check type=udp`, README: Limits operators must know; issue 4).
 //!
 //! A UDP round sends one `NGX_UDP_CHECKER` datagram on its own connected
 //! socket and fails only when `ECONNREFUSED` (an ICMP port unreachable) is
@@ -25,7 +25,7 @@ use healthcheck_t::{
 };
 use serde_json::Value;
 
-/// The probe's payload (SPEC §3).
+/// The probe's payload.
 const PAYLOAD: &[u8] = b"NGX_UDP_CHECKER";
 /// Generous bound for anything that should take a few rounds.
 const WAIT: Duration = Duration::from_secs(10);
@@ -274,7 +274,7 @@ stream {{
     assert_eq!(r["fails_total"], 0, "{s}");
     assert_eq!(r["fall"], 0, "{s}");
     assert!(r["last_failure_reason"].is_null(), "{s}");
-    // SPEC §3: a UDP round ending at its silent deadline records the timeout.
+    // A UDP round ending at its silent deadline records the timeout.
     for f in [
         "last_delay_ms",
         "min_delay_ms",
