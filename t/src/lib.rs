@@ -52,6 +52,7 @@ pub mod conf;
 pub mod nginx;
 pub mod paths;
 pub mod process;
+pub mod ss;
 pub mod status;
 mod sys;
 pub mod udp;

@@ -20,6 +20,7 @@ use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
+use healthcheck_t::ss::{established_lines, keepalive_timer};
 use healthcheck_t::{
     assert_holds, free_port, http_conf, poll_status_json, status_json, try_wait_until, upstream,
     wait_for, wait_until, Backend, Close, Kind, Mode, Nginx, Status,
@@ -154,44 +155,6 @@ fn keepalive_opts(pid: u32, fd: i32) -> io::Result<KeepaliveOpts> {
         intvl: get(libc::IPPROTO_TCP, libc::TCP_KEEPINTVL)?,
         cnt: get(libc::IPPROTO_TCP, libc::TCP_KEEPCNT)?,
     })
-}
-
-/// `ss -tno` lines of established connections to `127.0.0.1:port`.
-fn ss_lines(port: u16) -> Vec<String> {
-    let out = Command::new("ss")
-        .args(["-tnoH", "state", "established", "dst"])
-        .arg(format!("127.0.0.1:{port}"))
-        .output()
-        .expect("run ss");
-    assert!(out.status.success(), "ss failed: {out:?}");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(str::to_string)
-        .collect()
-}
-
-/// Remaining time of the `timer:(keepalive,...)` in an `ss -o` line.
-/// ss prints e.g. `4.688ms` (4 s 688 ms), `996ms`, `12sec`, `1min39sec`.
-fn keepalive_timer(line: &str) -> Option<Duration> {
-    let rest = &line[line.find("timer:(keepalive,")? + "timer:(keepalive,".len()..];
-    let mut t = &rest[..rest.find(',')?];
-    let mut ms: u64 = 0;
-    if let Some(i) = t.find("min") {
-        ms += t[..i].parse::<u64>().ok()? * 60_000;
-        t = &t[i + 3..];
-    }
-    if let Some(s) = t.strip_suffix("sec") {
-        ms += s.parse::<u64>().ok()? * 1000;
-    } else if let Some(m) = t.strip_suffix("ms") {
-        match m.split_once('.') {
-            Some((s, m)) => ms += s.parse::<u64>().ok()? * 1000 + m.parse::<u64>().ok()?,
-            None => ms += m.parse::<u64>().ok()?,
-        }
-    } else if !t.is_empty() {
-        return None;
-    }
-    Some(Duration::from_millis(ms))
 }
 
 // ---------------------------------------------------------------------------
@@ -715,14 +678,6 @@ fn idle_data_past_4k_closes_and_remakes_the_connection() {
 /// first round sees data and keeps the connection; a kept connection is
 /// closed past 4 KB of data (README: How checks work), so the connection
 /// must be closed and re-made, and the peer stays up.
-///
-/// Module bug: the greeting arrives while the opening round connects or
-/// settles, so the epoll (edge-triggered) read event for it is consumed
-/// before `keep()` installs the idle handler, and nothing reads those
-/// bytes: they sit in the socket's receive queue (ss shows Recv-Q 5120 on
-/// nginx's side), the connection is never closed, and every later peek
-/// succeeds on the stale bytes. One more byte from the server triggers the
-/// drain, which then reads 5121 bytes and closes it.
 #[test]
 fn five_kb_greeting_closes_and_remakes_the_connection() {
     let big = Talker::start(&vec![b'g'; 5 * 1024], None);
@@ -750,7 +705,7 @@ fn five_kb_greeting_closes_and_remakes_the_connection() {
          (accepted {}, closed by nginx {}); nginx side (ss: Recv-Q Send-Q local peer): {:?}",
         big.accepted(),
         big.closed_by_peer(),
-        ss_lines(big.port)
+        established_lines(big.port)
     );
 }
 
@@ -817,7 +772,7 @@ fn keepalive_sets_kernel_options_from_the_parsed_values() {
             (want.is_none() || o.on).then_some(o)
         });
         let line = wait_for(Duration::from_secs(3), format!("{name}: ss line"), || {
-            ss_lines(b.port()).into_iter().next()
+            established_lines(b.port()).into_iter().next()
         });
         match want {
             Some(w) => {
@@ -848,7 +803,11 @@ fn keepalive_sets_kernel_options_from_the_parsed_values() {
     let timer = wait_for(
         Duration::from_secs(3),
         "offage: fresh keepalive timer",
-        || ss_lines(b.port()).iter().find_map(|l| keepalive_timer(l)),
+        || {
+            established_lines(b.port())
+                .iter()
+                .find_map(|l| keepalive_timer(l))
+        },
     );
     assert!(
         timer > Duration::from_millis(5500) && timer <= Duration::from_secs(7),
@@ -1042,26 +1001,10 @@ fn delay_statistics_stay_meaningful_with_reuse() {
     assert!(backends[3].accepted() >= 20);
 }
 
-#[test]
-fn ss_timer_parsing() {
-    let t = |s: &str| keepalive_timer(&format!("x timer:(keepalive,{s},0) y"));
-    assert_eq!(t("4.688ms"), Some(Duration::from_millis(4688)));
-    assert_eq!(t("996ms"), Some(Duration::from_millis(996)));
-    assert_eq!(t("12sec"), Some(Duration::from_secs(12)));
-    assert_eq!(t("1min39sec"), Some(Duration::from_secs(99)));
-    assert_eq!(t("2min"), Some(Duration::from_secs(120)));
-    assert_eq!(keepalive_timer("no timer"), None);
-}
-
 /// On reload, an old worker that is shutting down (held by a proxied
 /// stream session) starts no more rounds and closes its kept check
 /// connections at once (README: How checks work): the backend ends up with
 /// exactly the new worker's connection.
-///
-/// Module bug: kept connections are closed only in `exit_process`
-/// (`Prober::stop`); a worker in graceful shutdown keeps its kept check
-/// connection open for as long as it lingers (here: as long as the stream
-/// session lasts), so the backend holds old + new connections.
 #[test]
 fn reload_closes_the_old_workers_kept_connections() {
     let checked = Backend::start();
