@@ -50,6 +50,9 @@ const SLACK_MS: u64 = 250;
 const EARLY_MS: u64 = 20;
 /// The module's own line for a local error (src/check.rs `local_error`).
 const LOCAL_ERROR_LINE: &str = "not run: local error";
+/// Its line when nginx had no free connection for the round.
+const NO_CONNECTION_LINE: &str =
+    "not run: local error: no free nginx connection (worker_connections are not enough)";
 
 /// Not a test: the entry point that turns this binary into a child
 /// backend process (`faults_net::ChildBackend` runs it again with
@@ -764,32 +767,38 @@ stream {{
 }
 
 /// When a round finds no free nginx connection, the module's line must
-/// say so (README: local errors are logged) and must not blame an errno
-/// that is not a local error: ngx_event_connect_peer() fails in
-/// ngx_get_connection() after a successful socket(), so errno is whatever
-/// an earlier call left (EAGAIN, EINPROGRESS), and with errno 0 the module
-/// would log nothing at all (`local_error` returns early on 0).
+/// say so (README: How checks work, local errors are logged) and must not
+/// blame an errno that is not a local error: ngx_event_connect_peer()
+/// fails in ngx_get_connection() after a successful socket(), so errno is
+/// whatever an earlier call left (EAGAIN, EINPROGRESS), and with errno 0
+/// the module would log nothing at all. At least one line says "no free
+/// nginx connection"; every other local-error line names a local errno.
 #[test]
 fn no_free_connection_is_logged_as_such() {
     in_netns(|| {
         let sc = worker_connections_scenario();
         let lines = sc.ng.log_lines_since(sc.mark, LOCAL_ERROR_LINE);
-        assert!(!lines.is_empty(), "no module line for the local errors");
+        assert!(
+            lines.iter().any(|l| l.contains(NO_CONNECTION_LINE)),
+            "no module line containing {NO_CONNECTION_LINE:?}; its local-error lines: {lines:#?}"
+        );
         // EMFILE, ENFILE, ENOBUFS, ENOMEM, EADDRNOTAVAIL (README: How
         // checks work).
         let local = [24, 23, 105, 12, 99];
+        let errno_form = format!("{LOCAL_ERROR_LINE} ");
         for l in &lines {
-            if let Some(rest) = l.split("local error ").nth(1) {
-                let n: i32 = rest
-                    .split(|c: char| !c.is_ascii_digit())
-                    .next()
-                    .and_then(|d| d.parse().ok())
-                    .unwrap_or(-1);
-                assert!(
-                    local.contains(&n),
-                    "the line blames errno {n}, not a local error: {l}"
-                );
+            if l.contains(NO_CONNECTION_LINE) {
+                continue;
             }
+            // The errno form: "not run: local error <errno> (<text>)".
+            let errno: Option<i32> = l.split(&errno_form).nth(1).and_then(|rest| {
+                let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+                digits.parse().ok()
+            });
+            assert!(
+                errno.is_some_and(|n| local.contains(&n)),
+                "the line blames {errno:?}: neither a local errno nor a missing connection: {l}"
+            );
         }
     });
 }
