@@ -342,11 +342,13 @@ stream {{
         .set_read_timeout(Some(Duration::from_secs(2)))
         .unwrap();
     let mut buf = vec![0u8; 2048];
-    let checks_before = echo
-        .payloads()
-        .iter()
-        .filter(|p| p.as_slice() == PAYLOAD)
-        .count();
+    let probes = || {
+        echo.payloads()
+            .iter()
+            .filter(|p| p.as_slice() == PAYLOAD)
+            .count()
+    };
+    let checks_before = probes();
     for i in 0..6 {
         let msg = format!("client datagram {i}");
         client.send(msg.as_bytes()).unwrap();
@@ -358,8 +360,11 @@ stream {{
             format!("echo:{msg}"),
             "the client got something other than the answer to its datagram"
         );
-        // Let a check round or two happen inside the session.
-        thread::sleep(Duration::from_millis(150));
+        // A check round inside the session, before the next datagram.
+        let seen = probes();
+        wait_until(WAIT, format!("a check round after datagram {i}"), || {
+            probes() > seen
+        });
     }
     // Nothing more arrives on the session (a leaked check reply would).
     client
@@ -378,14 +383,9 @@ stream {{
             "{e}"
         ),
     }
-    let checks_during = echo
-        .payloads()
-        .iter()
-        .filter(|p| p.as_slice() == PAYLOAD)
-        .count()
-        - checks_before;
+    let checks_during = probes() - checks_before;
     assert!(
-        checks_during >= 5,
+        checks_during >= 6,
         "only {checks_during} check rounds ran during the session"
     );
 
