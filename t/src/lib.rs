@@ -50,6 +50,7 @@ pub mod backend;
 pub mod client;
 pub mod conf;
 pub mod nginx;
+pub mod page;
 pub mod paths;
 pub mod process;
 pub mod ss;
@@ -64,7 +65,9 @@ mod selftest;
 use std::net::{Ipv4Addr, TcpListener, UdpSocket};
 
 pub use backend::{Backend, Close, Mode};
-pub use client::{http_get, http_request, stream_roundtrip, udp_roundtrip, Response};
+pub use client::{
+    connect, connect_from, http_get, http_request, stream_roundtrip, udp_roundtrip, Response,
+};
 pub use conf::{http_conf, upstream};
 pub use nginx::{nginx_t, Builder, Nginx};
 pub use process::fd_count;

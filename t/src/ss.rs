@@ -1,22 +1,50 @@
-//! What `ss` (iproute2) shows about TCP connections on loopback: the
-//! kernel's keepalive timer of a connection (`ss -o`).
+//! What `ss` (iproute2) shows about TCP connections on loopback. `ss` asks
+//! the kernel (sock_diag, filtered there): `/proc/net/tcp` lists every
+//! socket of the host, which takes seconds with many in TIME_WAIT.
 
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::time::Duration;
+
+/// `ss <args>`; its output. Panics unless it ran and succeeded.
+pub fn ss(args: &[&str]) -> String {
+    let out = Command::new("ss")
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run ss (iproute2)");
+    assert!(out.status.success(), "ss {args:?} failed: {out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
 
 /// `ss -tno` lines of established connections to `127.0.0.1:port`.
 pub fn established_lines(port: u16) -> Vec<String> {
-    let out = Command::new("ss")
-        .args(["-tnoH", "state", "established", "dst"])
-        .arg(format!("127.0.0.1:{port}"))
-        .output()
-        .expect("run ss");
-    assert!(out.status.success(), "ss failed: {out:?}");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(str::to_string)
-        .collect()
+    ss(&[
+        "-tnoH",
+        "state",
+        "established",
+        "dst",
+        &format!("127.0.0.1:{port}"),
+    ])
+    .lines()
+    .filter(|l| !l.trim().is_empty())
+    .map(str::to_string)
+    .collect()
+}
+
+/// Socket inodes of established connections to `127.0.0.1:port` (on
+/// loopback: the client side of connections to a server on `port`).
+pub fn established_inodes(port: u16) -> Vec<u64> {
+    ss(&[
+        "-tneH",
+        "state",
+        "established",
+        "dst",
+        &format!("127.0.0.1:{port}"),
+    ])
+    .split_whitespace()
+    .filter_map(|w| w.strip_prefix("ino:")?.parse().ok())
+    .filter(|&ino| ino != 0)
+    .collect()
 }
 
 /// Remaining time of the `timer:(keepalive,...)` in an `ss -o` line.

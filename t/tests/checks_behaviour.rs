@@ -7,7 +7,6 @@
 mod common;
 
 use std::net::{Ipv6Addr, SocketAddr, TcpListener};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::{
@@ -793,12 +792,7 @@ stream {{
 /// `ss -tan state time-wait` rows whose local or peer address is
 /// `127.0.0.1:port`.
 fn time_wait_on(port: u16) -> Vec<String> {
-    let out = Command::new("ss")
-        .args(["-H", "-tan", "state", "time-wait"])
-        .output()
-        .expect("run ss (iproute2)");
-    assert!(out.status.success(), "ss failed: {out:?}");
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let text = healthcheck_t::ss::ss(&["-H", "-tan", "state", "time-wait"]);
     let addr = format!("127.0.0.1:{port}");
     text.lines()
         .filter(|l| l.split_whitespace().any(|col| col == addr))

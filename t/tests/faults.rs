@@ -39,7 +39,6 @@ use healthcheck_t::{
     free_port, http_conf, poll_status_json, status_json, try_wait_until, upstream, Backend, Kind,
     Nginx, Status, UdpBackend, UdpMode,
 };
-use serde_json::Value;
 
 /// Generous bound for anything that should take a few rounds.
 const WAIT: Duration = Duration::from_secs(15);
@@ -65,19 +64,8 @@ fn child_backend_process() {
 // ---------------------------------------------------------------------------
 // helpers
 
-fn row<'a>(s: &'a Status, upstream: &str, name: &str) -> &'a Value {
-    s.peer(Kind::Http, upstream, name)
-        .unwrap_or_else(|| panic!("no http row {upstream} {name}: {s}"))
-}
-
-fn int(s: &Status, upstream: &str, name: &str, field: &str) -> i64 {
-    row(s, upstream, name)[field]
-        .as_i64()
-        .unwrap_or_else(|| panic!("{upstream} {name}: {field} is not an integer: {s}"))
-}
-
 fn reason(s: &Status, upstream: &str, name: &str) -> String {
-    row(s, upstream, name)["last_failure_reason"]
+    s.row(Kind::Http, upstream, name)["last_failure_reason"]
         .as_str()
         .unwrap_or("null")
         .to_string()
@@ -85,9 +73,10 @@ fn reason(s: &Status, upstream: &str, name: &str) -> String {
 
 /// Wait until `name` is up and has run at least `rounds` more rounds.
 fn wait_rounds(port: u16, upstream: &str, name: &str, rounds: i64) -> Status {
-    let start = int(&must_status(port), upstream, name, "checks");
+    let start = must_status(port).int(Kind::Http, upstream, name, "checks");
     poll_status_json(port, WAIT, format!("{rounds} more rounds of {name}"), |s| {
-        s.is_up(Kind::Http, upstream, name) && int(s, upstream, name, "checks") >= start + rounds
+        s.is_up(Kind::Http, upstream, name)
+            && s.int(Kind::Http, upstream, name, "checks") >= start + rounds
     })
 }
 
@@ -161,7 +150,11 @@ fn blackholed_peer_is_down_within_fall_rounds_of_timeout() {
             fall * interval + timeout,
         );
         assert_eq!(reason(&s, "u", &b.addr()), "timeout", "{s}");
-        assert_eq!(int(&s, "u", &b.addr(), "fall"), fall as i64, "{s}");
+        assert_eq!(
+            s.int(Kind::Http, "u", &b.addr(), "fall"),
+            fall as i64,
+            "{s}"
+        );
         let line = ng.wait_for_log("is down after 3 failures", WAIT);
         assert!(line.contains("timed out"), "{line}");
 
@@ -332,16 +325,16 @@ fn udp_with_icmp_dropped_stays_up() {
             ),
         ));
         let start = must_status(port);
-        let c0 = int(&start, "u", &b.addr(), "checks");
+        let c0 = start.int(Kind::Http, "u", &b.addr(), "checks");
         // fall + 3 rounds: every one "succeeds".
         let s = poll_status_json(port, WAIT, "fall + 3 rounds", |s| {
             assert!(
                 s.is_up(Kind::Http, "u", &b.addr()),
                 "went down with ICMP dropped: {s}"
             );
-            int(s, "u", &b.addr(), "checks") >= c0 + fall as i64 + 3
+            s.int(Kind::Http, "u", &b.addr(), "checks") >= c0 + fall as i64 + 3
         });
-        assert_eq!(int(&s, "u", &b.addr(), "fails_total"), 0, "{s}");
+        assert_eq!(s.int(Kind::Http, "u", &b.addr(), "fails_total"), 0, "{s}");
 
         iptables("-D OUTPUT -p icmp --icmp-type port-unreachable -j DROP");
         let (s, _) = wait_down(port, "u", &b.addr(), WAIT);
@@ -753,15 +746,16 @@ stream {{
     // round that found no connection is skipped, not failed).
     let after = poll_status_json(port, WAIT, "rounds after the clients", |s| {
         names.iter().all(|n| {
-            let c = |s: &Status| {
-                s.peer(Kind::Http, "u", n)
-                    .map_or(0, |p| p["checks"].as_i64().unwrap_or(0))
-            };
+            let c = |s: &Status| s.get_int(Kind::Http, "u", n, "checks").unwrap_or(0);
             c(s) > c(&before)
         })
     });
     for n in &names {
-        assert_eq!(int(&after, "u", n, "fails_total"), 0, "{n}: {after}");
+        assert_eq!(
+            after.int(Kind::Http, "u", n, "fails_total"),
+            0,
+            "{n}: {after}"
+        );
     }
     assert!(ng.is_running(), "nginx exited");
 }

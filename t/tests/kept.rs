@@ -14,62 +14,22 @@
 use std::io::{self, Read, Write};
 use std::net::{Ipv4Addr, TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use healthcheck_t::ss::{established_lines, keepalive_timer};
+use healthcheck_t::ss::{established_inodes, established_lines, keepalive_timer};
 use healthcheck_t::{
     assert_holds, free_port, http_conf, poll_status_json, status_json, try_wait_until, upstream,
-    wait_for, wait_until, Backend, Close, Kind, Mode, Nginx, Status,
+    wait_for, wait_until, Backend, Close, Kind, Mode, Nginx,
 };
-use serde_json::Value;
 
 /// Generous bound for anything that should take a few rounds.
 const WAIT: Duration = Duration::from_secs(10);
 
 // ---------------------------------------------------------------------------
-// status helpers
-
-/// The status row of `name` in `upstream`; panics with the document.
-fn row<'a>(s: &'a Status, upstream: &str, name: &str) -> &'a Value {
-    s.peer(Kind::Http, upstream, name)
-        .unwrap_or_else(|| panic!("no http row {upstream} {name}: {s}"))
-}
-
-/// An integer field of that row.
-fn int(s: &Status, upstream: &str, name: &str, field: &str) -> i64 {
-    row(s, upstream, name)[field]
-        .as_i64()
-        .unwrap_or_else(|| panic!("{upstream} {name}: {field} is not an integer: {s}"))
-}
-
-fn checks(s: &Status, upstream: &str, name: &str) -> i64 {
-    int(s, upstream, name, "checks")
-}
-
-// ---------------------------------------------------------------------------
 // who holds which socket
-
-/// Inodes of established TCP sockets to `127.0.0.1:port` (on loopback:
-/// nginx's side of a connection to a backend listening on `port`). Asks
-/// `ss` (sock_diag, filtered in the kernel): `/proc/net/tcp` lists every
-/// socket of the host, which takes seconds with many in TIME_WAIT.
-fn established_to(port: u16) -> Vec<u64> {
-    let out = Command::new("ss")
-        .args(["-tneH", "state", "established", "dst"])
-        .arg(format!("127.0.0.1:{port}"))
-        .output()
-        .expect("run ss");
-    assert!(out.status.success(), "ss failed: {out:?}");
-    String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .filter_map(|w| w.strip_prefix("ino:")?.parse().ok())
-        .filter(|&ino| ino != 0)
-        .collect()
-}
 
 /// (pid, fd) of every descriptor among `pids` that is a socket in `inodes`.
 fn holders(pids: &[u32], inodes: &[u64]) -> Vec<(u32, i32)> {
@@ -102,7 +62,7 @@ fn holders(pids: &[u32], inodes: &[u64]) -> Vec<(u32, i32)> {
 
 /// The workers (among `pids`) holding an established connection to `port`.
 fn check_conns(pids: &[u32], port: u16) -> Vec<(u32, i32)> {
-    holders(pids, &established_to(port))
+    holders(pids, &established_inodes(port))
 }
 
 /// Socket options of nginx's side of a kept check connection, read
@@ -321,7 +281,9 @@ fn kept_connection_stays_open_across_rounds() {
     ));
     let peers = [("reuse", &a), ("ka", &b), ("both", &c)];
     let s0 = poll_status_json(port, WAIT, "a first round each", |s| {
-        peers.iter().all(|(u, b)| checks(s, u, &b.addr()) >= 1)
+        peers
+            .iter()
+            .all(|(u, b)| s.checks(Kind::Http, u, &b.addr()) >= 1)
     });
     // reuse=on re-handshakes after check_keepalive_requests (10) rounds,
     // so watch 8 rounds (~0.8 s): one connection each the whole time.
@@ -336,10 +298,10 @@ fn kept_connection_stays_open_across_rounds() {
     );
     let s1 = status_json(port).unwrap();
     for (u, b) in peers {
-        let grown = checks(&s1, u, &b.addr()) - checks(&s0, u, &b.addr());
+        let grown = s1.checks(Kind::Http, u, &b.addr()) - s0.checks(Kind::Http, u, &b.addr());
         assert!(grown >= 5, "{u}: only {grown} rounds in 0.7 s: {s1}");
         assert!(s1.is_up(Kind::Http, u, &b.addr()), "{s1}");
-        assert_eq!(int(&s1, u, &b.addr(), "fails_total"), 0, "{s1}");
+        assert_eq!(s1.int(Kind::Http, u, &b.addr(), "fails_total"), 0, "{s1}");
         assert_eq!(b.requests(), 0, "{u}: a check sent data");
     }
 }
@@ -389,8 +351,8 @@ fn kept_connection_is_remade_when_its_age_reaches_the_period() {
     }
     let s = status_json(port).unwrap();
     assert_eq!(s.down(), Some(0), "{s}");
-    assert_eq!(int(&s, "r1", &a.addr(), "fails_total"), 0, "{s}");
-    assert_eq!(int(&s, "k2", &b.addr(), "fails_total"), 0, "{s}");
+    assert_eq!(s.int(Kind::Http, "r1", &a.addr(), "fails_total"), 0, "{s}");
+    assert_eq!(s.int(Kind::Http, "k2", &b.addr(), "fails_total"), 0, "{s}");
 }
 
 /// Re-handshake by rounds: with `reuse=on` one connection serves at most
@@ -435,24 +397,28 @@ fn reuse_on_remakes_after_check_keepalive_requests_rounds() {
         ng.log()
     );
     poll_status_json(port, WAIT, "30 rounds each", |s| {
-        checks(s, "k3", &a.addr()) >= 30
-            && checks(s, "k1", &b.addr()) >= 30
-            && checks(s, "k10", &c.addr()) >= 30
-            && checks(s, "timed", &d.addr()) >= 30
+        s.checks(Kind::Http, "k3", &a.addr()) >= 30
+            && s.checks(Kind::Http, "k1", &b.addr()) >= 30
+            && s.checks(Kind::Http, "k10", &c.addr()) >= 30
+            && s.checks(Kind::Http, "timed", &d.addr()) >= 30
     });
     assert_eq!(d.accepted(), 1, "reuse=30s re-handshaked by rounds");
     for (u, backend, k) in [("k3", &a, 3i64), ("k1", &b, 1), ("k10", &c, 10)] {
         let before = backend.accepted() as i64;
         let s = status_json(port).unwrap();
         let after = backend.accepted() as i64;
-        let n = checks(&s, u, &backend.addr());
+        let n = s.checks(Kind::Http, u, &backend.addr());
         let expected = (n + k - 1) / k;
         assert!(
             expected >= before - 1 && expected <= after + 1,
             "{u}: {n} rounds with check_keepalive_requests {k} should make \
              {expected} connections; the backend accepted {before}..={after}"
         );
-        assert_eq!(int(&s, u, &backend.addr(), "fails_total"), 0, "{s}");
+        assert_eq!(
+            s.int(Kind::Http, u, &backend.addr(), "fails_total"),
+            0,
+            "{s}"
+        );
         assert!(backend.open_connections() <= 1, "{u}: old connections kept");
     }
 }
@@ -490,7 +456,7 @@ fn backend_closing_idle_connections_does_not_flip_down() {
         let c0 = status_json(port).unwrap();
         poll_status_json(port, WAIT, format!("kept connections ({i})"), |s| {
             peers.iter().zip(&accepted).all(|((u, b), &n)| {
-                checks(s, u, &b.addr()) >= checks(&c0, u, &b.addr()) + 2
+                s.checks(Kind::Http, u, &b.addr()) >= c0.checks(Kind::Http, u, &b.addr()) + 2
                     && b.accepted() == n
                     && b.open_connections() == 1
             })
@@ -520,8 +486,12 @@ fn backend_closing_idle_connections_does_not_flip_down() {
                 s.is_up(Kind::Http, u, &backend.addr()),
                 "after close {i}: {s}"
             );
-            assert_eq!(int(&s, u, &backend.addr(), "fails_total"), 0, "{s}");
-            assert_eq!(int(&s, u, &backend.addr(), "fall"), 0, "{s}");
+            assert_eq!(
+                s.int(Kind::Http, u, &backend.addr(), "fails_total"),
+                0,
+                "{s}"
+            );
+            assert_eq!(s.int(Kind::Http, u, &backend.addr(), "fall"), 0, "{s}");
         }
     }
     assert!(a.accepted() >= 13 && b.accepted() >= 13);
@@ -555,12 +525,14 @@ fn killed_backend_goes_down_within_fall_rounds() {
             backend.open_connections() == 1
         });
         // Kept: a round after the opening one has committed.
-        let opened = checks(&status_json(port).unwrap(), u, &backend.addr());
+        let opened = status_json(port)
+            .unwrap()
+            .checks(Kind::Http, u, &backend.addr());
         let s = poll_status_json(port, WAIT, format!("{u}: kept"), |s| {
-            checks(s, u, &backend.addr()) >= opened + 2
+            s.checks(Kind::Http, u, &backend.addr()) >= opened + 2
         });
         assert_eq!(backend.accepted(), 1);
-        let c0 = checks(&s, u, &backend.addr());
+        let c0 = s.checks(Kind::Http, u, &backend.addr());
         backend.set_mode(Mode::Refuse);
         backend.close_connections(Close::Rst);
         let t = Instant::now();
@@ -568,7 +540,7 @@ fn killed_backend_goes_down_within_fall_rounds() {
             s.is_down(Kind::Http, u, &backend.addr())
         });
         let took = t.elapsed();
-        let r = row(&s, u, &backend.addr());
+        let r = s.row(Kind::Http, u, &backend.addr());
         let fails = r["fails_total"].as_i64().unwrap();
         let rounds = r["checks"].as_i64().unwrap() - c0;
         // Down on the 3rd failure (one more may have committed before the
@@ -616,11 +588,12 @@ fn greeting_banner_stays_up() {
         .concat(),
     ));
     let s = poll_status_json(port, WAIT, "10 rounds each", |s| {
-        checks(s, "kept", &kept.addr()) >= 10 && checks(s, "fresh", &fresh.addr()) >= 10
+        s.checks(Kind::Http, "kept", &kept.addr()) >= 10
+            && s.checks(Kind::Http, "fresh", &fresh.addr()) >= 10
     });
     for (u, t) in [("kept", &kept), ("fresh", &fresh)] {
         assert!(s.is_up(Kind::Http, u, &t.addr()), "{s}");
-        assert_eq!(int(&s, u, &t.addr(), "fails_total"), 0, "{s}");
+        assert_eq!(s.int(Kind::Http, u, &t.addr(), "fails_total"), 0, "{s}");
     }
     assert_eq!(kept.accepted(), 1, "the greeting connection was kept");
     assert_eq!(kept.open(), 1);
@@ -661,7 +634,11 @@ fn idle_data_past_4k_closes_and_remakes_the_connection() {
     });
     let s = status_json(port).unwrap();
     assert!(s.is_up(Kind::Http, "chatty", &chatty.addr()), "{s}");
-    assert_eq!(int(&s, "chatty", &chatty.addr(), "fails_total"), 0, "{s}");
+    assert_eq!(
+        s.int(Kind::Http, "chatty", &chatty.addr(), "fails_total"),
+        0,
+        "{s}"
+    );
     assert!(
         chatty.open() <= 1,
         "closed connections still open: {}",
@@ -692,10 +669,14 @@ fn five_kb_greeting_closes_and_remakes_the_connection() {
         .concat(),
     ));
     let s = poll_status_json(port, WAIT, "10 rounds", |s| {
-        checks(s, "big", &big.addr()) >= 10
+        s.checks(Kind::Http, "big", &big.addr()) >= 10
     });
     assert!(s.is_up(Kind::Http, "big", &big.addr()), "{s}");
-    assert_eq!(int(&s, "big", &big.addr(), "fails_total"), 0, "{s}");
+    assert_eq!(
+        s.int(Kind::Http, "big", &big.addr(), "fails_total"),
+        0,
+        "{s}"
+    );
     let remade = try_wait_until(Duration::from_secs(3), || {
         big.closed_by_peer() >= 1 && big.accepted() >= 2
     });
@@ -758,7 +739,7 @@ fn keepalive_sets_kernel_options_from_the_parsed_values() {
         cases
             .iter()
             .zip(&backends)
-            .all(|((n, _, _), b)| checks(s, n, &b.addr()) >= 2)
+            .all(|((n, _, _), b)| s.checks(Kind::Http, n, &b.addr()) >= 2)
     });
     for ((name, _, want), b) in cases.iter().zip(&backends) {
         // Options are set when the round that made the connection ends
@@ -838,9 +819,12 @@ fn one_connection_per_peer_with_four_workers_and_takeover() {
     ));
     ng.allow_log("exited on signal 9");
     let s = poll_status_json(port, WAIT, "3 rounds per peer", |s| {
-        addrs.iter().all(|a| checks(s, "six", a) >= 3)
+        addrs.iter().all(|a| s.checks(Kind::Http, "six", a) >= 3)
     });
-    let index: Vec<i64> = addrs.iter().map(|a| int(&s, "six", a, "index")).collect();
+    let index: Vec<i64> = addrs
+        .iter()
+        .map(|a| s.int(Kind::Http, "six", a, "index"))
+        .collect();
     assert_eq!(index, vec![0, 1, 2, 3, 4, 5], "{s}");
 
     let workers = ng.workers();
@@ -882,8 +866,8 @@ fn one_connection_per_peer_with_four_workers_and_takeover() {
     let victim = own[0];
     let before = status_json(port).unwrap();
     let c0 = [
-        checks(&before, "six", &addrs[0]),
-        checks(&before, "six", &addrs[4]),
+        before.checks(Kind::Http, "six", &addrs[0]),
+        before.checks(Kind::Http, "six", &addrs[4]),
     ];
     healthcheck_t::process::signal(victim, libc::SIGKILL).unwrap();
     let killed = Instant::now();
@@ -894,7 +878,7 @@ fn one_connection_per_peer_with_four_workers_and_takeover() {
     let mut rounds_after = 0;
     while killed.elapsed() < Duration::from_secs(2) {
         let s = status_json(port).unwrap();
-        let n = checks(&s, "six", &addrs[0]);
+        let n = s.checks(Kind::Http, "six", &addrs[0]);
         if n != last_checks {
             worst = worst.max(last_change.elapsed());
             last_change = Instant::now();
@@ -913,7 +897,7 @@ fn one_connection_per_peer_with_four_workers_and_takeover() {
         "peer 0 went {worst:?} without a round after its worker was killed"
     );
     let s = status_json(port).unwrap();
-    assert!(checks(&s, "six", &addrs[4]) >= c0[1] + 6, "{s}");
+    assert!(s.checks(Kind::Http, "six", &addrs[4]) >= c0[1] + 6, "{s}");
 
     // The respawned worker holds peers 0 and 4 again; still 6 connections.
     let respawned = wait_for(WAIT, "a respawned worker", || {
@@ -941,7 +925,7 @@ fn one_connection_per_peer_with_four_workers_and_takeover() {
     let s = status_json(port).unwrap();
     assert_eq!(s.down(), Some(0), "{s}");
     for a in &addrs {
-        assert_eq!(int(&s, "six", a, "fails_total"), 0, "{s}");
+        assert_eq!(s.int(Kind::Http, "six", a, "fails_total"), 0, "{s}");
     }
     assert!(ng.log_contains("exited on signal 9"));
 }
@@ -977,10 +961,10 @@ fn delay_statistics_stay_meaningful_with_reuse() {
         cases
             .iter()
             .zip(&backends)
-            .all(|((n, _), b)| checks(s, n, &b.addr()) >= 20)
+            .all(|((n, _), b)| s.checks(Kind::Http, n, &b.addr()) >= 20)
     });
     for ((n, _), b) in cases.iter().zip(&backends) {
-        let f = |k: &str| int(&s, n, &b.addr(), k);
+        let f = |k: &str| s.int(Kind::Http, n, &b.addr(), k);
         let (last, avg, min, max) = (
             f("last_delay_ms"),
             f("avg_delay_ms"),
@@ -1065,7 +1049,11 @@ stream {{
         "old kept check connection not closed at reload: {report}"
     );
     let s = status_json(port).unwrap();
-    assert_eq!(int(&s, "r", &checked.addr(), "fails_total"), 0, "{s}");
+    assert_eq!(
+        s.int(Kind::Http, "r", &checked.addr(), "fails_total"),
+        0,
+        "{s}"
+    );
 }
 
 /// Sends SIGCONT to a stopped worker when dropped, so a failing test never
@@ -1097,7 +1085,7 @@ fn stalled_owner_rounds_are_taken_over_and_given_back() {
         ),
     ));
     poll_status_json(port, WAIT, "3 rounds per peer", |s| {
-        addrs.iter().all(|a| checks(s, "four", a) >= 3)
+        addrs.iter().all(|a| s.checks(Kind::Http, "four", a) >= 3)
     });
     wait_until(WAIT, "one kept connection per peer", || {
         backends
@@ -1112,7 +1100,9 @@ fn stalled_owner_rounds_are_taken_over_and_given_back() {
     };
     let stalled = owner(&backends[0]);
     let b0 = &backends[0];
-    let c0 = checks(&status_json(port).unwrap(), "four", &addrs[0]);
+    let c0 = status_json(port)
+        .unwrap()
+        .checks(Kind::Http, "four", &addrs[0]);
     let accepted0 = b0.accepted();
 
     healthcheck_t::process::signal(stalled, libc::SIGSTOP).unwrap();
@@ -1129,7 +1119,7 @@ fn stalled_owner_rounds_are_taken_over_and_given_back() {
         thread::sleep(Duration::from_millis(20));
     }
     let s = status_json(port).unwrap();
-    let rounds = checks(&s, "four", &addrs[0]) - c0;
+    let rounds = s.checks(Kind::Http, "four", &addrs[0]) - c0;
     let fresh = b0.accepted() - accepted0;
     drop(resume);
     assert!(
@@ -1142,7 +1132,11 @@ fn stalled_owner_rounds_are_taken_over_and_given_back() {
         "{rounds} rounds but {fresh} fresh connections: taken-over rounds \
          should not use the stalled owner's kept connection"
     );
-    assert_eq!(int(&s, "four", &addrs[0], "fails_total"), 0, "{s}");
+    assert_eq!(
+        s.int(Kind::Http, "four", &addrs[0], "fails_total"),
+        0,
+        "{s}"
+    );
     assert!(s.is_up(Kind::Http, "four", &addrs[0]), "{s}");
     // The others were not disturbed.
     for b in &backends[1..] {
@@ -1157,17 +1151,23 @@ fn stalled_owner_rounds_are_taken_over_and_given_back() {
     });
     // Let a round or two run (one already in flight may still be a
     // taken-over one), then watch.
-    let back = checks(&status_json(port).unwrap(), "four", &addrs[0]);
+    let back = status_json(port)
+        .unwrap()
+        .checks(Kind::Http, "four", &addrs[0]);
     poll_status_json(port, WAIT, "rounds after the resume", |s| {
-        checks(s, "four", &addrs[0]) >= back + 2
+        s.checks(Kind::Http, "four", &addrs[0]) >= back + 2
     });
     let settled = b0.accepted();
-    let c1 = checks(&status_json(port).unwrap(), "four", &addrs[0]);
+    let c1 = status_json(port)
+        .unwrap()
+        .checks(Kind::Http, "four", &addrs[0]);
     assert_holds(
         Duration::from_millis(5 * interval),
         "no fresh connections once the owner is back",
         || b0.accepted() == settled && b0.open_connections() == 1,
     );
-    let c2 = checks(&status_json(port).unwrap(), "four", &addrs[0]);
+    let c2 = status_json(port)
+        .unwrap()
+        .checks(Kind::Http, "four", &addrs[0]);
     assert!(c2 >= c1 + 3, "rounds {c1} -> {c2} after the owner resumed");
 }

@@ -21,12 +21,13 @@ use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
+use healthcheck_t::page::{parse_html, parse_prom_page};
 use healthcheck_t::paths::{module_path, nginx_bin};
+use healthcheck_t::ss::ss;
 use healthcheck_t::{
     fd_count, free_port, http_get, nginx_t, poll_status_json, process, status_json,
     stream_roundtrip, try_wait_until, wait_for, wait_until, Backend, Kind, Mode, Nginx, Status,
 };
-use serde_json::Value;
 
 use Kind::{Http, Stream};
 
@@ -45,22 +46,6 @@ fn http_block(port: u16, upstreams: &str, locations: &str) -> String {
 
 fn status(port: u16) -> Status {
     status_json(port).unwrap_or_else(|e| panic!("status: {e}"))
-}
-
-fn row<'a>(s: &'a Status, kind: Kind, ups: &str, name: &str) -> &'a Value {
-    s.peer(kind, ups, name)
-        .unwrap_or_else(|| panic!("no {kind:?} row for {ups} {name}: {s}"))
-}
-
-/// An integer field of a row.
-fn num(s: &Status, kind: Kind, ups: &str, name: &str, field: &str) -> i64 {
-    row(s, kind, ups, name)[field]
-        .as_i64()
-        .unwrap_or_else(|| panic!("{ups} {name}: field {field} is not an integer: {s}"))
-}
-
-fn checks(s: &Status, kind: Kind, ups: &str, name: &str) -> i64 {
-    num(s, kind, ups, name, "checks")
 }
 
 fn generation(s: &Status) -> i64 {
@@ -146,14 +131,8 @@ fn children_titled(ppid: u32, prefix: &str) -> Vec<u32> {
 
 /// Pids holding a TCP connection whose remote port is `port`.
 fn ss_pids(port: u16) -> Vec<u32> {
-    let out = Command::new("ss")
-        .args(["-tnpH", "dport", "=", &format!(":{port}")])
-        .stdin(Stdio::null())
-        .output()
-        .expect("run ss (iproute2) to see who holds probe connections");
-    assert!(out.status.success(), "ss failed: {out:?}");
-    let text = String::from_utf8_lossy(&out.stdout);
-    text.split("pid=")
+    ss(&["-tnpH", "dport", "=", &format!(":{port}")])
+        .split("pid=")
         .skip(1)
         .filter_map(|rest| {
             rest.split(|c: char| !c.is_ascii_digit())
@@ -421,8 +400,7 @@ fn reload_carries_counters_and_delays() {
     };
     let mut ng = Nginx::start(&conf(100));
     let s1 = poll_status_json(port, WAIT, "5 rounds each", |s| {
-        s.peer(Http, "u", &ok.addr())
-            .is_some_and(|p| p["checks"].as_i64() >= Some(5))
+        s.get_int(Http, "u", &ok.addr(), "checks") >= Some(5)
             && s.peer(Http, "u", &bad.addr())
                 .is_some_and(|p| p["checks"].as_i64() >= Some(5) && p["status"] == "down")
     });
@@ -434,7 +412,7 @@ fn reload_carries_counters_and_delays() {
     for name in [&o, &b] {
         for field in ["checks", "fails_total"] {
             assert!(
-                num(&s2, Http, "u", name, field) >= num(&s1, Http, "u", name, field),
+                s2.int(Http, "u", name, field) >= s1.int(Http, "u", name, field),
                 "{name} {field} went back after reload:\nbefore {s1}\nafter {s2}"
             );
         }
@@ -442,33 +420,33 @@ fn reload_carries_counters_and_delays() {
     // The healthy peer: rise keeps counting, delays are kept.
     assert!(s2.is_up(Http, "u", &o), "{s2}");
     assert!(
-        num(&s2, Http, "u", &o, "rise") >= num(&s1, Http, "u", &o, "rise"),
+        s2.int(Http, "u", &o, "rise") >= s1.int(Http, "u", &o, "rise"),
         "rise reset:\nbefore {s1}\nafter {s2}"
     );
-    assert_eq!(num(&s2, Http, "u", &o, "fails_total"), 0, "{s2}");
+    assert_eq!(s2.int(Http, "u", &o, "fails_total"), 0, "{s2}");
     let (min1, max1) = (
-        num(&s1, Http, "u", &o, "min_delay_ms"),
-        num(&s1, Http, "u", &o, "max_delay_ms"),
+        s1.int(Http, "u", &o, "min_delay_ms"),
+        s1.int(Http, "u", &o, "max_delay_ms"),
     );
     assert!(min1 >= 0 && max1 >= 0, "{s1}");
     let (min2, max2) = (
-        num(&s2, Http, "u", &o, "min_delay_ms"),
-        num(&s2, Http, "u", &o, "max_delay_ms"),
+        s2.int(Http, "u", &o, "min_delay_ms"),
+        s2.int(Http, "u", &o, "max_delay_ms"),
     );
     assert!(
         (0..=min1).contains(&min2) && max2 >= max1,
         "delays not carried:\nbefore {s1}\nafter {s2}"
     );
     for field in ["last_delay_ms", "avg_delay_ms"] {
-        assert!(num(&s2, Http, "u", &o, field) >= 0, "{field}: {s2}");
+        assert!(s2.int(Http, "u", &o, field) >= 0, "{field}: {s2}");
     }
     // The failing peer: fall keeps counting, its failure details stay.
     assert!(s2.is_down(Http, "u", &b), "{s2}");
     assert!(
-        num(&s2, Http, "u", &b, "fall") >= num(&s1, Http, "u", &b, "fall"),
+        s2.int(Http, "u", &b, "fall") >= s1.int(Http, "u", &b, "fall"),
         "fall reset:\nbefore {s1}\nafter {s2}"
     );
-    let (r1, r2) = (row(&s1, Http, "u", &b), row(&s2, Http, "u", &b));
+    let (r1, r2) = (s1.row(Http, "u", &b), s2.row(Http, "u", &b));
     assert_eq!(r2["last_failure_reason"], "refused", "{s2}");
     assert!(r1["last_change"].is_u64(), "{s1}");
     assert_eq!(r2["last_change"], r1["last_change"], "last_change");
@@ -499,10 +477,8 @@ fn same_address_in_two_upstreams_keeps_two_states() {
     let s1 = poll_status_json(port, WAIT, "one down, two up, 3 rounds", |s| {
         s.is_down(Http, "one", &addr)
             && s.is_up(Http, "two", &addr)
-            && s.peer(Http, "one", &addr)
-                .is_some_and(|p| p["checks"].as_i64() >= Some(3))
-            && s.peer(Http, "two", &addr)
-                .is_some_and(|p| p["checks"].as_i64() >= Some(3))
+            && s.get_int(Http, "one", &addr, "checks") >= Some(3)
+            && s.get_int(Http, "two", &addr, "checks") >= Some(3)
     });
     let check_proxy = || {
         assert_eq!(http_get(port, "/one").unwrap().status, 502);
@@ -516,13 +492,13 @@ fn same_address_in_two_upstreams_keeps_two_states() {
     assert!(s2.is_up(Http, "two", &addr), "{s2}");
     for ups in ["one", "two"] {
         assert!(
-            checks(&s2, Http, ups, &addr) >= checks(&s1, Http, ups, &addr),
+            s2.checks(Http, ups, &addr) >= s1.checks(Http, ups, &addr),
             "{ups}: checks reset:\nbefore {s1}\nafter {s2}"
         );
     }
-    assert_eq!(num(&s2, Http, "two", &addr, "fails_total"), 0, "{s2}");
+    assert_eq!(s2.int(Http, "two", &addr, "fails_total"), 0, "{s2}");
     assert!(
-        num(&s2, Http, "one", &addr, "fails_total") >= num(&s1, Http, "one", &addr, "fails_total"),
+        s2.int(Http, "one", &addr, "fails_total") >= s1.int(Http, "one", &addr, "fails_total"),
         "{s2}"
     );
     check_proxy();
@@ -552,13 +528,12 @@ fn resize_and_reorder_keep_state_by_identity() {
     let s1 = poll_status_json(port, WAIT, "a up, b down, 10 rounds each", |s| {
         s.is_up(Http, "u", &aa)
             && s.is_down(Http, "u", &ba)
-            && [&aa, &ba].iter().all(|n| {
-                s.peer(Http, "u", n)
-                    .is_some_and(|p| p["checks"].as_i64() >= Some(10))
-            })
+            && [&aa, &ba]
+                .iter()
+                .all(|n| s.get_int(Http, "u", n, "checks") >= Some(10))
     });
     let g = generation(&s1);
-    let floor = checks(&s1, Http, "u", &aa).min(checks(&s1, Http, "u", &ba));
+    let floor = s1.checks(Http, "u", &aa).min(s1.checks(Http, "u", &ba));
 
     // Reordered, grown by 50 peers; thresholds changed so nothing can flip.
     let mut grown = vec![ba.clone(), aa.clone()];
@@ -569,17 +544,17 @@ fn resize_and_reorder_keep_state_by_identity() {
     );
     let s2 = wait_generation(port, g + 1);
     assert_eq!(s2.total(), Some(52), "{s2}");
-    assert_eq!(num(&s2, Http, "u", &ba, "index"), 0, "{s2}");
-    assert_eq!(num(&s2, Http, "u", &aa, "index"), 1, "{s2}");
+    assert_eq!(s2.int(Http, "u", &ba, "index"), 0, "{s2}");
+    assert_eq!(s2.int(Http, "u", &aa, "index"), 1, "{s2}");
     assert!(s2.is_up(Http, "u", &aa), "a lost its state: {s2}");
     assert!(s2.is_down(Http, "u", &ba), "{s2}");
     for n in [&aa, &ba] {
         assert!(
-            checks(&s2, Http, "u", n) >= checks(&s1, Http, "u", n),
+            s2.checks(Http, "u", n) >= s1.checks(Http, "u", n),
             "{n}: checks reset:\nbefore {s1}\nafter {s2}"
         );
         assert!(
-            num(&s2, Http, "u", n, "fails_total") >= num(&s1, Http, "u", n, "fails_total"),
+            s2.int(Http, "u", n, "fails_total") >= s1.int(Http, "u", n, "fails_total"),
             "{s2}"
         );
     }
@@ -589,10 +564,10 @@ fn resize_and_reorder_keep_state_by_identity() {
             "new peer {f} not default_down: {s2}"
         );
         assert!(
-            checks(&s2, Http, "u", f) < floor,
+            s2.checks(Http, "u", f) < floor,
             "new peer {f} inherited counters: {s2}"
         );
-        assert!(row(&s2, Http, "u", f)["last_change"].is_null(), "{s2}");
+        assert!(s2.row(Http, "u", f)["last_change"].is_null(), "{s2}");
     }
 
     // Shrink back to the original order; default_down flipped: a fresh b
@@ -610,7 +585,7 @@ fn resize_and_reorder_keep_state_by_identity() {
     assert!(s3.is_down(Http, "u", &ba), "b lost its state: {s3}");
     for n in [&aa, &ba] {
         assert!(
-            checks(&s3, Http, "u", n) >= checks(&s2, Http, "u", n),
+            s3.checks(Http, "u", n) >= s2.checks(Http, "u", n),
             "{n}: checks reset:\nbefore {s2}\nafter {s3}"
         );
     }
@@ -631,8 +606,7 @@ fn one_peer(port: u16, addr: &str, check: &str) -> String {
 /// Wait until peer `name` of `u` has at least `n` checks; returns the status.
 fn wait_checks(port: u16, name: &str, n: i64) -> Status {
     poll_status_json(port, WAIT, format!("{n} rounds of {name}"), |s| {
-        s.peer(Http, "u", name)
-            .is_some_and(|p| p["checks"].as_i64() >= Some(n))
+        s.get_int(Http, "u", name, "checks") >= Some(n)
     })
 }
 
@@ -656,7 +630,7 @@ fn check_port_or_type_change_gives_fresh_state() {
     let s = wait_checks(port, &name, 10);
 
     let mut step = |check: &str| {
-        let before = checks(&wait_checks(port, &name, 10), Http, "u", &name);
+        let before = (wait_checks(port, &name, 10)).checks(Http, "u", &name);
         reload_settled(&mut ng, &one_peer(port, &name, check));
         g += 1;
         let after = wait_generation(port, g);
@@ -668,11 +642,8 @@ fn check_port_or_type_change_gives_fresh_state() {
         "interval=200 timeout=150 rise=1000 fall=1000 default_down=true reuse=on keepalive=on",
     );
     assert!(s1.is_up(Http, "u", &name), "state lost: {s1}");
-    assert!(
-        checks(&s1, Http, "u", &name) >= before,
-        "checks reset: {s1}"
-    );
-    assert!(checks(&s1, Http, "u", &name) >= checks(&s, Http, "u", &name));
+    assert!(s1.checks(Http, "u", &name) >= before, "checks reset: {s1}");
+    assert!(s1.checks(Http, "u", &name) >= s.checks(Http, "u", &name));
 
     // New check port: fresh state, down by default_down=true.
     let (before, s2) = step(&format!(
@@ -682,12 +653,9 @@ fn check_port_or_type_change_gives_fresh_state() {
         s2.is_down(Http, "u", &name),
         "port change kept the state: {s2}"
     );
-    assert!(
-        checks(&s2, Http, "u", &name) < before,
-        "counters kept: {s2}"
-    );
-    assert_eq!(num(&s2, Http, "u", &name, "port"), i64::from(op), "{s2}");
-    assert!(row(&s2, Http, "u", &name)["last_change"].is_null(), "{s2}");
+    assert!(s2.checks(Http, "u", &name) < before, "counters kept: {s2}");
+    assert_eq!(s2.int(Http, "u", &name, "port"), i64::from(op), "{s2}");
+    assert!(s2.row(Http, "u", &name)["last_change"].is_null(), "{s2}");
 
     // New check type: fresh state, up by default_down=false.
     let (before, s3) = step(&format!(
@@ -697,21 +665,15 @@ fn check_port_or_type_change_gives_fresh_state() {
         s3.is_up(Http, "u", &name),
         "type change kept the state: {s3}"
     );
-    assert!(
-        checks(&s3, Http, "u", &name) < before,
-        "counters kept: {s3}"
-    );
-    assert_eq!(row(&s3, Http, "u", &name)["type"], "udp", "{s3}");
+    assert!(s3.checks(Http, "u", &name) < before, "counters kept: {s3}");
+    assert_eq!(s3.row(Http, "u", &name)["type"], "udp", "{s3}");
 
     // Same identity again (udp, same port): default_down flipped, kept.
     let (before, s4) = step(&format!(
         "type=udp interval=150 timeout=100 rise=1000 fall=1000 default_down=true port={op}"
     ));
     assert!(s4.is_up(Http, "u", &name), "state lost: {s4}");
-    assert!(
-        checks(&s4, Http, "u", &name) >= before,
-        "checks reset: {s4}"
-    );
+    assert!(s4.checks(Http, "u", &name) >= before, "checks reset: {s4}");
 }
 
 // README (Reloads): identity uses the *effective* check port. `port=`
@@ -746,7 +708,7 @@ fn explicit_port_equal_to_server_port_keeps_state() {
         "same effective check address, state lost: {s2}"
     );
     assert!(
-        checks(&s2, Http, "u", &name) >= checks(&s1, Http, "u", &name),
+        s2.checks(Http, "u", &name) >= s1.checks(Http, "u", &name),
         "checks reset: {s2}"
     );
 }
@@ -782,9 +744,7 @@ stream {{
     };
     let mut ng = Nginx::start(&conf(false, None));
     let s1 = poll_status_json(port, WAIT, "h up", |s| {
-        s.is_up(Http, "h", &ha)
-            && s.peer(Http, "h", &ha)
-                .is_some_and(|p| p["checks"].as_i64() >= Some(5))
+        s.is_up(Http, "h", &ha) && s.get_int(Http, "h", &ha, "checks") >= Some(5)
     });
     assert_eq!(s1.total(), Some(1), "{s1}");
 
@@ -792,7 +752,7 @@ stream {{
     reload_settled(&mut ng, &conf(true, Some(true)));
     let s2 = poll_status_json(port, WAIT, "3 peers", |s| s.total() == Some(3));
     assert!(s2.is_up(Http, "h", &ha), "{s2}");
-    assert!(checks(&s2, Http, "h", &ha) >= checks(&s1, Http, "h", &ha));
+    assert!(s2.checks(Http, "h", &ha) >= s1.checks(Http, "h", &ha));
     assert!(
         s2.is_down(Http, "h2", &ha),
         "added upstream not default_down: {s2}"
@@ -801,13 +761,12 @@ stream {{
         s2.is_down(Stream, "s", &sa),
         "added block not default_down: {s2}"
     );
-    assert!(checks(&s2, Http, "h2", &ha) < checks(&s1, Http, "h", &ha));
+    assert!(s2.checks(Http, "h2", &ha) < s1.checks(Http, "h", &ha));
     let reply = stream_roundtrip(sport, b"hello\n").unwrap_or_default();
     assert!(reply.is_empty(), "stream peer down, yet proxied: {reply:?}");
     assert_eq!(sb.requests(), 0);
     poll_status_json(port, WAIT, "stream peer counting", |s| {
-        s.peer(Stream, "s", &sa)
-            .is_some_and(|p| p["checks"].as_i64() >= Some(10))
+        s.get_int(Stream, "s", &sa, "checks") >= Some(10)
     });
 
     // Remove both: their rows vanish.
@@ -816,7 +775,7 @@ stream {{
     assert!(s3.peers(Stream).is_empty(), "{s3}");
     assert!(s3.peer(Http, "h2", &ha).is_none(), "{s3}");
     assert!(s3.is_up(Http, "h", &ha), "{s3}");
-    assert!(checks(&s3, Http, "h", &ha) >= checks(&s2, Http, "h", &ha));
+    assert!(s3.checks(Http, "h", &ha) >= s2.checks(Http, "h", &ha));
 
     // Add the stream block again, default_down=false now: fresh state (up,
     // counting from 0), not the state it had two loads ago.
@@ -824,7 +783,7 @@ stream {{
     let s4 = poll_status_json(port, WAIT, "2 peers", |s| s.total() == Some(2));
     assert!(s4.is_up(Stream, "s", &sa), "{s4}");
     assert!(
-        checks(&s4, Stream, "s", &sa) < 10,
+        s4.checks(Stream, "s", &sa) < 10,
         "old counters came back: {s4}"
     );
     assert_eq!(
@@ -837,26 +796,18 @@ stream {{
 // generation
 // ---------------------------------------------------------------------------
 
+/// The generation the Prometheus page prints (parsed by `healthcheck_t::page`).
 fn prometheus_generation(port: u16) -> i64 {
-    let r = http_get(port, "/status?format=prometheus").unwrap();
-    let text = r.text();
-    text.lines()
-        .find_map(|l| l.strip_prefix("nginx_upstream_count_generation "))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no generation in: {text}"))
+    let text = http_get(port, "/status?format=prometheus").unwrap().text();
+    let page = parse_prom_page(&text, "prometheus page");
+    page.generation.expect("generation") as i64
 }
 
+/// The generation the HTML page prints.
 fn html_generation(port: u16) -> i64 {
     let text = http_get(port, "/status?format=html").unwrap().text();
-    let rest = &text[text
-        .find("Generation ")
-        .unwrap_or_else(|| panic!("no generation in: {text}"))
-        + "Generation ".len()..];
-    rest.chars()
-        .take_while(char::is_ascii_digit)
-        .collect::<String>()
-        .parse()
-        .unwrap()
+    let page = parse_html(&text, "html page");
+    page.generation.expect("generation") as i64
 }
 
 // +1 per successful reload, unchanged by rejected ones (a configuration
@@ -917,12 +868,11 @@ fn generation_counts_successful_reloads_only() {
     );
     assert!(s3.is_up(Http, "u", &ok.addr()), "{s3}");
     assert!(s3.is_down(Http, "u", &bad.addr()), "{s3}");
-    assert!(checks(&s3, Http, "u", &ok.addr()) >= checks(&s2, Http, "u", &ok.addr()));
+    assert!(s3.checks(Http, "u", &ok.addr()) >= s2.checks(Http, "u", &ok.addr()));
     // The old configuration still probes and serves.
-    let c = checks(&s3, Http, "u", &ok.addr());
+    let c = s3.checks(Http, "u", &ok.addr());
     poll_status_json(port, WAIT, "old configuration still probing", |s| {
-        s.peer(Http, "u", &ok.addr())
-            .is_some_and(|p| p["checks"].as_i64() > Some(c + 2))
+        s.get_int(Http, "u", &ok.addr(), "checks") > Some(c + 2)
     });
     assert_eq!(http_get(port, "/").unwrap().text(), ok.port().to_string());
 
@@ -1073,7 +1023,7 @@ fn reload_into_too_small_zone_is_refused() {
     let s2 = status(port);
     assert_eq!(s2.total(), Some(1), "{s2}");
     assert_eq!(generation(&s2), generation(&s1), "{s2}");
-    assert!(checks(&s2, Http, "u", &a.addr()) >= checks(&s1, Http, "u", &a.addr()));
+    assert!(s2.checks(Http, "u", &a.addr()) >= s1.checks(Http, "u", &a.addr()));
 }
 
 // At most 256 bytes of shared memory per peer (README: check_shm_size
@@ -1236,7 +1186,7 @@ stream {{
     poll_status_json(port, WAIT, "checks after the storm", |now| {
         healthy
             .iter()
-            .all(|(k, u, n)| checks(now, *k, u, n) >= checks(&s, *k, u, n) + 2)
+            .all(|(k, u, n)| now.checks(*k, u, n) >= s.checks(*k, u, n) + 2)
     });
     // The kept connection is not duplicated by old workers.
     wait_until(WAIT, "one kept check connection", || {
@@ -1267,7 +1217,7 @@ stream {{
         worker_flat,
         "worker fds grew from {worker_fds0} to {worker_fds1}"
     );
-    let refused_fall = num(&status(port), Http, "bad", &refused.addr(), "fall");
+    let refused_fall = status(port).int(Http, "bad", &refused.addr(), "fall");
     assert!(
         refused_fall >= FALL,
         "refusing peer's fall was reset: {refused_fall}"
@@ -1317,7 +1267,7 @@ fn kill_mid_probe(
     while !pending.is_empty() && Instant::now() < deadline {
         if let Ok(now) = status_json(port) {
             pending.retain(|(u, n)| {
-                if checks(&now, Http, u, n) > checks(&before, Http, u, n) {
+                if now.checks(Http, u, n) > before.checks(Http, u, n) {
                     resumed.push((format!("{u} {n}"), killed.elapsed()));
                     false
                 } else {
@@ -1371,11 +1321,9 @@ impl KillSetup {
         };
         let peers = setup.peers();
         poll_status_json(port, WAIT, "every peer up after 2 rounds", |s| {
-            peers.iter().all(|(u, n)| {
-                s.is_up(Http, u, n)
-                    && s.peer(Http, u, n)
-                        .is_some_and(|p| p["checks"].as_i64() >= Some(2))
-            })
+            peers
+                .iter()
+                .all(|(u, n)| s.is_up(Http, u, n) && s.get_int(Http, u, n, "checks") >= Some(2))
         });
         setup
     }
@@ -1483,9 +1431,9 @@ fn master_process_off_checks_and_status_work() {
         s.is_up(Http, "u", &a.addr()) && s.is_down(Http, "u", &b.addr())
     });
     assert_eq!(generation(&s), 1);
-    let c = checks(&s, Http, "u", &a.addr());
+    let c = s.checks(Http, "u", &a.addr());
     poll_status_json(port, WAIT, "checks counting", |s| {
-        checks(s, Http, "u", &a.addr()) >= c + 3
+        s.checks(Http, "u", &a.addr()) >= c + 3
     });
     assert_eq!(http_get(port, "/").unwrap().text(), a.port().to_string());
     b.set_mode(Mode::Serve);
@@ -1687,8 +1635,7 @@ fn binary_upgrade_keeps_checking_and_never_selects_down_peer() {
     let s0 = poll_status_json(port, WAIT, "up up, down down", |s| {
         s.is_up(Http, "up", &ua)
             && s.is_down(Http, "down", &da)
-            && s.peer(Http, "up", &ua)
-                .is_some_and(|p| p["checks"].as_i64() >= Some(10))
+            && s.get_int(Http, "up", &ua, "checks") >= Some(10)
     });
     let watcher = {
         let (ua, da) = (ua.clone(), da.clone());
@@ -1717,9 +1664,9 @@ fn binary_upgrade_keeps_checking_and_never_selects_down_peer() {
     });
     // Only the new binary's worker answers now.
     let s1 = status(port);
-    let c1 = checks(&s1, Http, "up", &ua);
+    let c1 = s1.checks(Http, "up", &ua);
     poll_status_json(port, WAIT, "the new binary probing", |s| {
-        checks(s, Http, "up", &ua) >= c1 + 3 && checks(s, Http, "down", &da) >= 3
+        s.checks(Http, "up", &ua) >= c1 + 3 && s.checks(Http, "down", &da) >= 3
     });
 
     process::signal(old, libc::SIGQUIT).unwrap();
@@ -1733,12 +1680,12 @@ fn binary_upgrade_keeps_checking_and_never_selects_down_peer() {
     let (problems, polls, slowest) = watcher.finish();
 
     eprintln!(
-        "binary upgrade: before generation {} checks(up)={}; new binary generation {} checks(up)={} checks(down)={}; {polls} status polls, slowest {slowest:?}",
+        "binary upgrade: before generation {} up.checks()={}; new binary generation {} up.checks()={} down.checks()={}; {polls} status polls, slowest {slowest:?}",
         generation(&s0),
-        checks(&s0, Http, "up", &ua),
+        s0.checks(Http, "up", &ua),
         generation(&s2),
-        checks(&s2, Http, "up", &ua),
-        checks(&s2, Http, "down", &da),
+        s2.checks(Http, "up", &ua),
+        s2.checks(Http, "down", &da),
     );
     assert!(
         problems.is_empty(),
@@ -1788,11 +1735,10 @@ fn cache_helper_processes_never_probe() {
     assert_eq!(worker.len(), 1);
     let name = b.addr();
     poll_status_json(port, WAIT, "3 rounds", |s| {
-        s.peer(Http, "u", &name)
-            .is_some_and(|p| p["checks"].as_i64() >= Some(3))
+        s.get_int(Http, "u", &name, "checks") >= Some(3)
     });
 
-    let c0 = checks(&status(port), Http, "u", &name);
+    let c0 = status(port).checks(Http, "u", &name);
     let a0 = b.accepted();
     let mark = ng.log_mark();
     let start = Instant::now();
@@ -1809,7 +1755,7 @@ fn cache_helper_processes_never_probe() {
         thread::sleep(Duration::from_millis(3));
     }
     let accepts = b.accepted() - a0;
-    let rounds = checks(&status(port), Http, "u", &name) - c0;
+    let rounds = status(port).checks(Http, "u", &name) - c0;
     let elapsed = start.elapsed();
     let expected = elapsed.as_millis() as usize / INTERVAL as usize;
     // Debug lines start "<date> <time> [debug] <pid>#<tid>: ".

@@ -463,19 +463,7 @@ impl Drop for UnixServer {
 }
 
 // ---------------------------------------------------------------------
-// Status helpers
-
-/// A peer row's integer field (`checks`, `rise`, `fall`, ...); -1 if absent.
-pub fn field(s: &Status, kind: Kind, upstream: &str, name: &str, key: &str) -> i64 {
-    s.peer(kind, upstream, name)
-        .and_then(|p| p[key].as_i64())
-        .unwrap_or(-1)
-}
-
-/// `checks` (rounds run) of a peer row; -1 if absent.
-pub fn checks(s: &Status, kind: Kind, upstream: &str, name: &str) -> i64 {
-    field(s, kind, upstream, name, "checks")
-}
+// Status rows
 
 /// Identifies one status row.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -523,8 +511,11 @@ impl Row {
         s.peer_status(self.kind.kind(), &self.upstream, &self.name)
     }
 
+    /// An integer field of the row (`checks`, `rise`, `fall`, ...); -1 if
+    /// the row or the field is absent.
     pub fn int(&self, s: &Status, key: &str) -> i64 {
-        field(s, self.kind.kind(), &self.upstream, &self.name, key)
+        s.get_int(self.kind.kind(), &self.upstream, &self.name, key)
+            .unwrap_or(-1)
     }
 }
 
