@@ -579,8 +579,7 @@ pub fn ms(n: u64) -> Duration {
 // ---------------------------------------------------------------------
 // Starting nginx
 
-/// `n` distinct ports from [`healthcheck_t::free_port`] (which may return
-/// the same port twice, since it releases each one at once).
+/// `n` distinct ports from [`healthcheck_t::free_port`].
 pub fn free_ports(n: usize) -> Vec<u16> {
     let mut ports: Vec<u16> = Vec::with_capacity(n);
     while ports.len() < n {
@@ -595,12 +594,12 @@ pub fn free_ports(n: usize) -> Vec<u16> {
 /// Start nginx with the configuration `make` returns (with whatever it
 /// wants back, typically the ports it took from [`healthcheck_t::free_port`]).
 ///
-/// `free_port` releases the port before nginx binds it; under heavy
-/// parallel load a loopback connection can take it in between and nginx
-/// fails with "Address already in use" (after its own bind retries; a
-/// retry that succeeded leaves `[emerg]` lines, allowed here). Then `make`
-/// runs again for fresh ports (up to 3 attempts); any other failure
-/// propagates.
+/// `free_port` releases the port before nginx binds it. Nothing on the
+/// host takes such a port unasked, but another process could pick the same
+/// one at the same moment, and nginx then fails with "Address already in
+/// use" (after its own bind retries; a retry that succeeded leaves
+/// `[emerg]` lines, allowed here). Then `make` runs again for fresh ports
+/// (up to 3 attempts); any other failure propagates.
 pub fn start_nginx<T>(
     builder: &healthcheck_t::Builder,
     mut make: impl FnMut() -> (String, T),
