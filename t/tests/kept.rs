@@ -541,15 +541,18 @@ fn killed_backend_goes_down_within_fall_rounds() {
         });
         let took = t.elapsed();
         let r = s.row(Kind::Http, u, &backend.addr());
-        let fails = r["fails_total"].as_i64().unwrap();
-        let rounds = r["checks"].as_i64().unwrap() - c0;
-        // Down on the 3rd failure (one more may have committed before the
-        // poll saw it); the reset itself counted nothing.
-        assert!((3..=4).contains(&fails), "{u}: fails_total {fails}: {s}");
+        let fails = s.int(Kind::Http, u, &backend.addr(), "fails_total");
+        let rounds = s.checks(Kind::Http, u, &backend.addr()) - c0;
+        // Down on the 3rd failure (the log line below says so exactly; more
+        // may have committed before the poll saw it, as many as the poll
+        // was late); the reset itself counted nothing: every failure is a
+        // round's, and they are consecutive.
+        assert!(fails >= 3, "{u}: down after {fails} failures: {s}");
         assert!(
-            (3..=5).contains(&rounds),
-            "{u}: down after {rounds} rounds: {s}"
+            fails <= rounds,
+            "{u}: {fails} failures in {rounds} rounds: {s}"
         );
+        assert_eq!(r["fall"], fails, "{u}: failures not consecutive: {s}");
         assert_eq!(r["last_failure_reason"], "refused", "{s}");
         assert!(
             took < Duration::from_millis(1500),
