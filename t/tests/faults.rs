@@ -36,8 +36,8 @@ use faults_net::{
     unix_socket_path, unix_status, ChildBackend, Sink,
 };
 use healthcheck_t::{
-    free_port, http_conf, poll_status_json, status_json, try_wait_until, upstream, Backend, Kind,
-    Nginx, Status, UdpBackend, UdpMode,
+    free_port, http_conf, poll_status_json, status_json, try_wait_until, upstream, wait_until,
+    Backend, Kind, Nginx, Status, UdpBackend, UdpMode,
 };
 
 /// Generous bound for anything that should take a few rounds.
@@ -675,6 +675,28 @@ fn spare_sockets(pid: u32) -> usize {
         .count()
 }
 
+/// TCP connections, connecting or established, to `port` in the network
+/// namespace of `pid` (`/proc/<pid>/net/tcp{,6}`): the check rounds in
+/// flight to a [`Sink`] listening on `port`.
+fn connections_to(pid: u32, port: u16) -> usize {
+    let mut n = 0;
+    for t in ["tcp", "tcp6"] {
+        let Ok(text) = fs::read_to_string(format!("/proc/{pid}/net/{t}")) else {
+            continue;
+        };
+        for line in text.lines().skip(1) {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let remote = f.get(2).and_then(|a| a.rsplit(':').next());
+            let remote_port = remote.and_then(|p| u16::from_str_radix(p, 16).ok());
+            // 01 ESTABLISHED, 02 SYN_SENT.
+            if remote_port == Some(port) && matches!(f.get(3), Some(&"01" | &"02")) {
+                n += 1;
+            }
+        }
+    }
+    n
+}
+
 /// A worker's spare check sockets never keep connections from clients:
 /// they are nginx's reusable connections, which nginx closes when it runs
 /// short (its "worker_connections are not enough, reusing connections"
@@ -908,14 +930,23 @@ fn ephemeral_ports_exhausted() {
         wait_status("every peer checked", &|s| {
             sum_field(s, "healthy", &peers, "checks") >= 2 * peers.len() as i64
         });
+        // Rounds in flight show as connections to the sink.
+        let worker = ng.workers()[0];
+        wait_until(WAIT, "a round in flight (a connection to the sink)", || {
+            connections_to(worker, sink.port()) > 0
+        });
 
         let mark = ng.log_mark();
-        sysctl("net.ipv4.ip_local_port_range", "40000 40010");
-        // A round in flight may hold one of the ports for up to its
-        // timeout: take each port as it comes free.
+        // Take the 11 ports first, then make them the whole range. The other
+        // way round, a round that connected in between holds one of them,
+        // and connect() gives that same local port to every later round to
+        // another peer (a port is shared by connections to different
+        // addresses): with rounds overlapping it never comes free, and the
+        // rounds never run out. A round in flight may hold one of the ports
+        // for up to its timeout: take each as it comes free.
         let mut taken: Vec<TcpListener> = Vec::new();
         let mut free: Vec<u16> = (40000..=40010u16).collect();
-        try_wait_until(WAIT, || {
+        let all_taken = try_wait_until(WAIT, || {
             free.retain(|&p| match TcpListener::bind((Ipv4Addr::LOCALHOST, p)) {
                 Ok(l) => {
                     taken.push(l);
@@ -925,16 +956,22 @@ fn ephemeral_ports_exhausted() {
             });
             free.is_empty()
         });
+        assert!(all_taken, "ports {free:?} stayed in use for {WAIT:?}");
+        sysctl("net.ipv4.ip_local_port_range", "40000 40010");
         let err = TcpStream::connect((Ipv4Addr::new(127, 0, 1, 1), sink.port()))
             .expect_err("a connect found a free ephemeral port");
         assert_eq!(err.raw_os_error(), Some(libc::EADDRNOTAVAIL), "{err}");
-        eprintln!("{} ports of 40000-40010 taken here", taken.len());
 
-        // Rounds in flight when the ports ran out end within 400 ms.
-        thread::sleep(Duration::from_millis(500));
+        // A round in flight when the ports ran out ends within its timeout
+        // (400 ms) and is counted then; none can start any more. Wait until
+        // none holds a connection to the sink, so that `before` counts them.
+        wait_until(
+            WAIT,
+            "no round in flight (no connection to the sink)",
+            || connections_to(worker, sink.port()) == 0,
+        );
         let before = get().expect("status");
         let c0 = sum_field(&before, "healthy", &peers, "checks");
-        let worker = ng.workers()[0];
         let secs = 11;
         let o = observe(secs, worker, &peers, get);
         let after = o.last.clone().expect("status");
