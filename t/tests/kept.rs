@@ -285,17 +285,35 @@ fn kept_connection_stays_open_across_rounds() {
             .iter()
             .all(|(u, b)| s.checks(Kind::Http, u, &b.addr()) >= 1)
     });
-    // reuse=on re-handshakes after check_keepalive_requests (10) rounds,
-    // so watch 8 rounds (~0.8 s): one connection each the whole time.
-    assert_holds(
-        Duration::from_millis(700),
-        "one accepted, one open connection per backend",
-        || {
-            peers
-                .iter()
-                .all(|(_, b)| b.accepted() == 1 && b.open_connections() == 1)
-        },
-    );
+    // Watch 0.7 s (some 7 rounds): one connection each the whole time. The
+    // `both` upstream (reuse=on) re-handshakes after check_keepalive_requests
+    // (10) rounds, the opening one included: a watcher slowed down past its
+    // 10th round sees that legitimate second connection, so from then on its
+    // backend is not held to one. (Counts first, then the status: a second
+    // connection implies 10 rounds on the page read after it.)
+    let watch = Instant::now();
+    loop {
+        let counts: Vec<(usize, usize)> = peers
+            .iter()
+            .map(|(_, b)| (b.accepted(), b.open_connections()))
+            .collect();
+        let s = status_json(port).unwrap();
+        for ((u, b), counts) in peers.iter().zip(counts) {
+            if *u == "both" && s.checks(Kind::Http, u, &b.addr()) >= 10 {
+                continue;
+            }
+            assert_eq!(
+                counts,
+                (1, 1),
+                "{u}: (accepted, open) connections after {:?}: {s}",
+                watch.elapsed()
+            );
+        }
+        if watch.elapsed() >= Duration::from_millis(700) {
+            break;
+        }
+        thread::sleep(healthcheck_t::wait::POLL_STEP);
+    }
     let s1 = status_json(port).unwrap();
     for (u, b) in peers {
         let grown = s1.checks(Kind::Http, u, &b.addr()) - s0.checks(Kind::Http, u, &b.addr());
