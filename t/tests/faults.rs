@@ -91,24 +91,71 @@ fn must_status(port: u16) -> Status {
     poll_status_json(port, WAIT, "the status page", |_| true)
 }
 
-/// Wait until `name` is down; the status and when it was first seen.
-fn wait_down(port: u16, upstream: &str, name: &str, timeout: Duration) -> (Status, Instant) {
-    let s = poll_status_json(port, timeout, format!("{name} down"), |s| {
-        s.is_down(Kind::Http, upstream, name)
+/// Wait until `name` is down (or, with `down` false, up): the status that
+/// showed it, when the request for the last page still showing it
+/// otherwise was sent (the call, if the first page showed it already),
+/// and when the page showing it was answered. It got there between the
+/// two, which are a poll apart unless the test was slowed down: the first
+/// is what a "no later than" bound is checked against, the second what a
+/// "no earlier than" bound is.
+fn wait_state(
+    port: u16,
+    upstream: &str,
+    name: &str,
+    down: bool,
+    timeout: Duration,
+) -> (Status, Instant, Instant) {
+    let mut not_yet = Instant::now();
+    let mut last = Err("no attempt".to_string());
+    let found = healthcheck_t::wait::try_wait_for(timeout, || {
+        let asked = Instant::now();
+        last = status_json(port);
+        match &last {
+            Ok(s) if down && s.is_down(Kind::Http, upstream, name) => {
+                Some((s.clone(), not_yet, Instant::now()))
+            }
+            Ok(s) if !down && s.is_up(Kind::Http, upstream, name) => {
+                Some((s.clone(), not_yet, Instant::now()))
+            }
+            Ok(_) => {
+                not_yet = asked;
+                None
+            }
+            Err(_) => None,
+        }
     });
-    (s, Instant::now())
+    let state = if down { "down" } else { "up" };
+    found.unwrap_or_else(|| {
+        panic!("timed out after {timeout:?} waiting for {name} {state}; last: {last:?}")
+    })
 }
 
-/// Assert `elapsed` (ms) lies in `[lo - EARLY_MS, hi + SLACK_MS]`.
+/// [`wait_state`] down.
+fn wait_down(
+    port: u16,
+    upstream: &str,
+    name: &str,
+    timeout: Duration,
+) -> (Status, Instant, Instant) {
+    wait_state(port, upstream, name, true, timeout)
+}
+
+/// Assert the time to a state change lies in `[lo - EARLY_MS, hi +
+/// SLACK_MS]`: `lo_elapsed` is measured to when it was seen (no earlier
+/// than that), `hi_elapsed` to the last page that did not show it yet.
 fn assert_within(what: &str, lo_elapsed: u64, hi_elapsed: u64, lo: u64, hi: u64) {
-    eprintln!("{what}: observed {lo_elapsed}..{hi_elapsed} ms, documented bound [{lo}, {hi}] ms");
+    eprintln!(
+        "{what}: seen {lo_elapsed} ms after the fault began, not yet {hi_elapsed} ms after it \
+         was in place; documented bound [{lo}, {hi}] ms"
+    );
     assert!(
         lo_elapsed + EARLY_MS >= lo,
         "{what}: down after {lo_elapsed} ms, earlier than the bound {lo} ms"
     );
     assert!(
         hi_elapsed <= hi + SLACK_MS,
-        "{what}: down after {hi_elapsed} ms, later than the bound {hi} ms (+{SLACK_MS} ms slack)"
+        "{what}: still not down after {hi_elapsed} ms, later than the bound {hi} ms \
+         (+{SLACK_MS} ms slack)"
     );
 }
 
@@ -141,11 +188,11 @@ fn blackholed_peer_is_down_within_fall_rounds_of_timeout() {
             b.port()
         ));
         let after = Instant::now();
-        let (s, seen) = wait_down(port, "u", &b.addr(), WAIT);
+        let (s, not_yet, seen) = wait_down(port, "u", &b.addr(), WAIT);
         assert_within(
             "blackhole",
             faults_net::ms(before, seen),
-            faults_net::ms(after, seen),
+            faults_net::ms(after, not_yet),
             (fall - 1) * interval + timeout,
             fall * interval + timeout,
         );
@@ -213,11 +260,11 @@ fn blackholed_kept_connection_is_down_within_keepalive_bound() {
             b.port()
         ));
         let after = Instant::now();
-        let (s, seen) = wait_down(port, "u", &b.addr(), Duration::from_secs(20));
+        let (s, not_yet, seen) = wait_down(port, "u", &b.addr(), Duration::from_secs(20));
         assert_within(
             "blackholed kept connection",
             faults_net::ms(before, seen),
-            faults_net::ms(after, seen),
+            faults_net::ms(after, not_yet),
             (intvl * cnt) * 1000 + (fall - 1) * interval + timeout,
             (idle + intvl * cnt) * 1000 + fall * interval + timeout,
         );
@@ -254,11 +301,11 @@ fn tcp_reset_rejection_marks_down() {
             b.port()
         ));
         let after = Instant::now();
-        let (s, seen) = wait_down(port, "u", &b.addr(), WAIT);
+        let (s, not_yet, seen) = wait_down(port, "u", &b.addr(), WAIT);
         assert_within(
             "tcp-reset",
             faults_net::ms(before, seen),
-            faults_net::ms(after, seen),
+            faults_net::ms(after, not_yet),
             (fall - 1) * interval,
             fall * interval,
         );
@@ -292,11 +339,11 @@ fn udp_icmp_port_unreachable_marks_down() {
             b.port()
         ));
         let after = Instant::now();
-        let (s, seen) = wait_down(port, "u", &b.addr(), WAIT);
+        let (s, not_yet, seen) = wait_down(port, "u", &b.addr(), WAIT);
         assert_within(
             "udp icmp-port-unreachable",
             faults_net::ms(before, seen),
-            faults_net::ms(after, seen),
+            faults_net::ms(after, not_yet),
             (fall - 1) * interval,
             fall * interval,
         );
@@ -337,7 +384,7 @@ fn udp_with_icmp_dropped_stays_up() {
         assert_eq!(s.int(Kind::Http, "u", &b.addr(), "fails_total"), 0, "{s}");
 
         iptables("-D OUTPUT -p icmp --icmp-type port-unreachable -j DROP");
-        let (s, _) = wait_down(port, "u", &b.addr(), WAIT);
+        let (s, _, _) = wait_down(port, "u", &b.addr(), WAIT);
         assert_eq!(reason(&s, "u", &b.addr()), "icmp-unreachable", "{s}");
     });
 }
@@ -392,9 +439,12 @@ fn sigstopped_backend_with_full_accept_queue_is_down_then_up() {
         let filled = Instant::now();
         eprintln!("accept queue full after {} held connections", held.len());
 
-        let (s, seen) = wait_down(port, "u", &child.addr(), WAIT);
-        let took = faults_net::ms(filled, seen);
-        eprintln!("stopped backend: down {took} ms after the queue was full");
+        let (s, not_yet, seen) = wait_down(port, "u", &child.addr(), WAIT);
+        let took = faults_net::ms(filled, not_yet);
+        eprintln!(
+            "stopped backend: down {took}..{} ms after the queue was full",
+            faults_net::ms(filled, seen)
+        );
         assert!(
             took <= fall * interval + timeout + SLACK_MS,
             "down after {took} ms, bound {} ms: {s}",
@@ -404,11 +454,12 @@ fn sigstopped_backend_with_full_accept_queue_is_down_then_up() {
 
         child.signal(libc::SIGCONT);
         let resumed = Instant::now();
-        poll_status_json(port, WAIT, "up after SIGCONT", |s| {
-            s.is_up(Kind::Http, "u", &child.addr())
-        });
-        let took = resumed.elapsed().as_millis() as u64;
-        eprintln!("resumed backend: up {took} ms after SIGCONT");
+        let (_, not_yet, seen) = wait_state(port, "u", &child.addr(), false, WAIT);
+        let took = faults_net::ms(resumed, not_yet);
+        eprintln!(
+            "resumed backend: up {took}..{} ms after SIGCONT",
+            faults_net::ms(resumed, seen)
+        );
         assert!(
             took <= rise * interval + timeout + SLACK_MS,
             "up after {took} ms"

@@ -525,8 +525,18 @@ impl fmt::Display for Row {
     }
 }
 
+/// When a row was first seen holding, as durations since `since`: after
+/// `after` (the request for the last page on which it did not hold yet; 0
+/// if none did) and by `by` (the answer of the first page on which it did).
+/// The two are a poll apart unless the test was slowed down.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Seen {
+    pub after: Duration,
+    pub by: Duration,
+}
+
 /// Poll the status page until `pred` has held for every row in `rows`;
-/// returns, per row, how long after `since` it was first seen holding.
+/// returns, per row, when after `since` it was first seen holding.
 /// Panics after `timeout` with the rows still waiting and the last page.
 pub fn first_seen(
     port: u16,
@@ -535,18 +545,21 @@ pub fn first_seen(
     what: &str,
     rows: &[Row],
     mut pred: impl FnMut(&Row, &Status) -> bool,
-) -> BTreeMap<Row, Duration> {
+) -> BTreeMap<Row, Seen> {
     let mut seen = BTreeMap::new();
+    let mut not_yet = Duration::ZERO;
     let mut last = String::from("no status yet");
     let done = try_wait_for(timeout, || {
+        let asked = since.elapsed();
         match status_json(port) {
             Ok(s) => {
-                let at = since.elapsed();
+                let by = since.elapsed();
                 for r in rows {
                     if !seen.contains_key(r) && pred(r, &s) {
-                        seen.insert(r.clone(), at);
+                        seen.insert(r.clone(), Seen { after: not_yet, by });
                     }
                 }
+                not_yet = asked;
                 last = s.to_string();
             }
             Err(e) => last = e,
@@ -564,11 +577,15 @@ pub fn first_seen(
     seen
 }
 
-/// Assert that `at` lies in `[lo, hi]`.
-pub fn assert_within(at: Duration, lo: Duration, hi: Duration, what: impl fmt::Display) {
+/// Assert that what was first seen at `at` happened within `[lo, hi]`:
+/// fails only when the pages prove it came earlier (seen by `at.by < lo`)
+/// or later (not yet after `at.after > hi`).
+pub fn assert_within(at: Seen, lo: Duration, hi: Duration, what: impl fmt::Display) {
     assert!(
-        at >= lo && at <= hi,
-        "{what}: observed after {at:?}, expected within [{lo:?}, {hi:?}]"
+        at.by >= lo && at.after <= hi,
+        "{what}: observed after {:?} and by {:?}, expected within [{lo:?}, {hi:?}]",
+        at.after,
+        at.by
     );
 }
 
