@@ -24,6 +24,7 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
+use crate::client::find;
 use crate::sys::{self, Interest};
 
 /// Listen backlog; a [`Mode::Silent`] backend stops completing handshakes
@@ -466,10 +467,6 @@ fn classify(buf: &[u8]) -> Request {
         return Request::Raw;
     }
     Request::HttpPartial
-}
-
-fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    hay.windows(needle.len()).position(|w| w == needle)
 }
 
 /// Serve one connection; see the module docs.

@@ -41,8 +41,9 @@
 //! # Parallel and timing
 //!
 //! Everything is safe to run in parallel: each nginx gets its own prefix
-//! directory and backends bind port 0. Waiting is always polling under a
-//! deadline (module [`wait`]), never a fixed sleep.
+//! directory, backends bind port 0 and nginx listens on ports from
+//! [`free_port`], which nothing else takes unasked. Waiting is always
+//! polling under a deadline (module [`wait`]), never a fixed sleep.
 
 #![warn(missing_docs)]
 
@@ -51,8 +52,10 @@ pub mod client;
 pub mod conf;
 pub mod http_backend;
 pub mod nginx;
+pub mod page;
 pub mod paths;
 pub mod process;
+pub mod ss;
 pub mod status;
 mod sys;
 pub mod udp;
@@ -61,10 +64,16 @@ pub mod wait;
 #[cfg(test)]
 mod selftest;
 
+use std::collections::hash_map::RandomState;
+use std::collections::HashSet;
+use std::hash::{BuildHasher, Hasher};
 use std::net::{Ipv4Addr, TcpListener, UdpSocket};
+use std::sync::Mutex;
 
 pub use backend::{Backend, Close, Mode};
-pub use client::{http_get, http_request, stream_roundtrip, udp_roundtrip, Response};
+pub use client::{
+    connect, connect_from, http_get, http_request, stream_roundtrip, udp_roundtrip, Response,
+};
 pub use conf::{http_conf, upstream};
 pub use nginx::{nginx_t, Builder, Nginx};
 pub use process::fd_count;
@@ -73,17 +82,48 @@ pub use sys::set_linger_zero;
 pub use udp::{UdpBackend, UdpMode};
 pub use wait::{assert_holds, try_wait_until, wait_for, wait_until};
 
+/// Lowest port [`free_port`] hands out.
+const FREE_PORT_LOW: u16 = 10_000;
+
+/// The first port of the kernel's ephemeral range
+/// (`net.ipv4.ip_local_port_range`, where bind(0) and connect() take
+/// ports from), 32768 if it cannot be read.
+fn ephemeral_low() -> u16 {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|t| t.split_whitespace().next()?.parse().ok())
+        .unwrap_or(32768)
+}
+
 /// A loopback port that is free for both TCP and UDP right now, for nginx's
-/// own `listen` directives. The port is released before returning, so
-/// another process could take it before nginx binds it; with the kernel
-/// handing out ports from a range of ~28000 that race is negligible.
-/// Backends do not need this: they bind port 0 themselves.
+/// own `listen` directives. The port is released before returning and
+/// nginx binds it later, so it is picked where nothing else takes ports
+/// unasked: below the kernel's ephemeral range, so no bind(0) or connect()
+/// on the host (a backend starting, a client or a check connecting) can
+/// take it in between, and never twice in one test process. What is left
+/// is another process picking the same port at the same moment, among
+/// some 20 000. Backends do not need this: they bind port 0 themselves.
 pub fn free_port() -> u16 {
-    loop {
-        let tcp = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind 127.0.0.1:0");
-        let port = tcp.local_addr().expect("local_addr").port();
-        if UdpSocket::bind((Ipv4Addr::LOCALHOST, port)).is_ok() {
+    static HANDED_OUT: Mutex<Option<HashSet<u16>>> = Mutex::new(None);
+    let mut handed_out = HANDED_OUT.lock().unwrap_or_else(|e| e.into_inner());
+    let handed_out = handed_out.get_or_insert_with(HashSet::new);
+    let high = ephemeral_low().max(FREE_PORT_LOW + 1000);
+    let span = u64::from(high - FREE_PORT_LOW);
+    let mut h = RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    h.write_usize(handed_out.len());
+    let start = h.finish() % span;
+    for i in 0..span {
+        let port = FREE_PORT_LOW + ((start + i) % span) as u16;
+        if handed_out.contains(&port) {
+            continue;
+        }
+        let free = TcpListener::bind((Ipv4Addr::LOCALHOST, port)).is_ok()
+            && UdpSocket::bind((Ipv4Addr::LOCALHOST, port)).is_ok();
+        if free {
+            handed_out.insert(port);
             return port;
         }
     }
+    panic!("no free port in {FREE_PORT_LOW}..{high} that this process has not handed out");
 }

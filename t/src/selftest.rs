@@ -275,6 +275,21 @@ fn udp_closed_from_the_start() {
 fn free_port_is_bindable() {
     let p = free_port();
     std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, p)).unwrap();
+    UdpSocket::bind((Ipv4Addr::LOCALHOST, p)).unwrap();
+}
+
+#[test]
+fn free_port_is_below_the_ephemeral_range_and_never_repeats() {
+    let ports: Vec<u16> = (0..200).map(|_| free_port()).collect();
+    let low = crate::ephemeral_low();
+    assert!(ports.iter().all(|&p| p < low), "{ports:?} vs {low}");
+    let mut distinct = ports.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    assert_eq!(distinct.len(), ports.len(), "a port handed out twice");
+    // bind(0) takes ports from the ephemeral range, never these.
+    let b = Backend::start();
+    assert!(b.port() >= low && !ports.contains(&b.port()));
 }
 
 #[test]

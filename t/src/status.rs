@@ -1,4 +1,4 @@
-//! Reading the `healthcheck_status` JSON output (SPEC §2):
+//! Reading the `healthcheck_status` JSON output (README: healthcheck_status):
 //!
 //! ```text
 //! {"servers": {"total": 4, "up": 3, "down": 1, "generation": 2,
@@ -103,6 +103,32 @@ impl Status {
     pub fn is_down(&self, kind: Kind, upstream: &str, name: &str) -> bool {
         self.peer_status(kind, upstream, name) == Some("down")
     }
+
+    /// The row of `name` in `upstream`; panics with the document if there
+    /// is none.
+    pub fn row(&self, kind: Kind, upstream: &str, name: &str) -> &Value {
+        self.peer(kind, upstream, name)
+            .unwrap_or_else(|| panic!("no {kind:?} row {upstream} {name}: {self}"))
+    }
+
+    /// An integer field of that row, `None` if the row or the field is
+    /// missing (or the field is not an integer).
+    pub fn get_int(&self, kind: Kind, upstream: &str, name: &str, field: &str) -> Option<i64> {
+        self.peer(kind, upstream, name)?[field].as_i64()
+    }
+
+    /// An integer field of that row; panics with the document if the row
+    /// is missing or the field is not an integer.
+    pub fn int(&self, kind: Kind, upstream: &str, name: &str, field: &str) -> i64 {
+        self.row(kind, upstream, name)[field]
+            .as_i64()
+            .unwrap_or_else(|| panic!("{upstream} {name}: {field} is not an integer: {self}"))
+    }
+
+    /// `checks` (rounds run) of that row; panics like [`Status::int`].
+    pub fn checks(&self, kind: Kind, upstream: &str, name: &str) -> i64 {
+        self.int(kind, upstream, name, "checks")
+    }
 }
 
 /// GET `path` and parse the body as JSON; `Err` says what went wrong
@@ -170,5 +196,13 @@ mod tests {
         assert!(s.is_down(Kind::Stream, "s", "127.0.0.1:2"));
         assert!(s.peer(Kind::Http, "s", "127.0.0.1:2").is_none());
         assert_eq!(s.peers(Kind::Stream).len(), 1);
+        assert_eq!(s.row(Kind::Http, "u", "127.0.0.1:1")["index"], 0);
+        assert_eq!(s.int(Kind::Stream, "s", "127.0.0.1:2", "index"), 0);
+        assert_eq!(s.get_int(Kind::Stream, "s", "127.0.0.1:2", "checks"), None);
+        assert_eq!(s.get_int(Kind::Http, "s", "127.0.0.1:2", "index"), None);
+        let no_checks = std::panic::catch_unwind(|| s.checks(Kind::Http, "u", "127.0.0.1:1"));
+        assert!(no_checks.is_err());
+        let no_row = std::panic::catch_unwind(|| s.row(Kind::Http, "s", "127.0.0.1:2").clone());
+        assert!(no_row.is_err());
     }
 }

@@ -3,7 +3,7 @@
 //! Every `unsafe` block of the harness lives in this file.
 
 use std::io;
-use std::net::{TcpListener, TcpStream};
+use std::net::{Ipv4Addr, TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::Duration;
 
@@ -34,9 +34,35 @@ fn set_int_opt(
     check(ret).map(drop)
 }
 
-/// A TCP socket bound to `127.0.0.1:port`, not yet listening, with
+/// bind(2) or connect(2) (`call`) of `fd` to `ip:port`.
+fn with_sockaddr_in(
+    fd: RawFd,
+    ip: Ipv4Addr,
+    port: u16,
+    call: unsafe extern "C" fn(libc::c_int, *const libc::sockaddr, libc::socklen_t) -> libc::c_int,
+) -> io::Result<()> {
+    let addr = libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: port.to_be(),
+        sin_addr: libc::in_addr {
+            s_addr: u32::from(ip).to_be(),
+        },
+        sin_zero: [0; 8],
+    };
+    // SAFETY: `addr` is a valid sockaddr_in and the length is its size.
+    let ret = unsafe {
+        call(
+            fd,
+            (&addr as *const libc::sockaddr_in).cast(),
+            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+        )
+    };
+    check(ret).map(drop)
+}
+
+/// A TCP socket bound to `ip:port`, not yet listening, with
 /// `SO_REUSEADDR` if `reuse`.
-pub(crate) fn bound_tcp_socket(port: u16, reuse: bool) -> io::Result<OwnedFd> {
+fn bound_tcp_socket_at(ip: Ipv4Addr, port: u16, reuse: bool) -> io::Result<OwnedFd> {
     // SAFETY: plain socket(2) call; the result is checked before use.
     let fd =
         check(unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) })?;
@@ -45,24 +71,23 @@ pub(crate) fn bound_tcp_socket(port: u16, reuse: bool) -> io::Result<OwnedFd> {
     if reuse {
         set_int_opt(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
     }
-    let addr = libc::sockaddr_in {
-        sin_family: libc::AF_INET as libc::sa_family_t,
-        sin_port: port.to_be(),
-        sin_addr: libc::in_addr {
-            s_addr: u32::from(std::net::Ipv4Addr::LOCALHOST).to_be(),
-        },
-        sin_zero: [0; 8],
-    };
-    // SAFETY: `addr` is a valid sockaddr_in and the length is its size.
-    let ret = unsafe {
-        libc::bind(
-            fd.as_raw_fd(),
-            (&addr as *const libc::sockaddr_in).cast(),
-            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
-        )
-    };
-    check(ret)?;
+    with_sockaddr_in(fd.as_raw_fd(), ip, port, libc::bind)?;
     Ok(fd)
+}
+
+/// A TCP socket bound to `127.0.0.1:port`, not yet listening, with
+/// `SO_REUSEADDR` if `reuse`.
+pub(crate) fn bound_tcp_socket(port: u16, reuse: bool) -> io::Result<OwnedFd> {
+    bound_tcp_socket_at(Ipv4Addr::LOCALHOST, port, reuse)
+}
+
+/// A blocking TCP connection from `src` (any port; on Linux any
+/// 127.0.0.0/8 address works on loopback) to `127.0.0.1:port`.
+pub(crate) fn connect_from(src: Ipv4Addr, port: u16) -> io::Result<TcpStream> {
+    let fd = bound_tcp_socket_at(src, 0, false)?;
+    // A blocking connect on loopback.
+    with_sockaddr_in(fd.as_raw_fd(), Ipv4Addr::LOCALHOST, port, libc::connect)?;
+    Ok(TcpStream::from(fd))
 }
 
 /// Listening socket on a kernel-chosen loopback port whose port stays

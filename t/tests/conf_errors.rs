@@ -1,4 +1,4 @@
-//! What `nginx -t` says about the module's directives (SPEC §2).
+//! What `nginx -t` says about the module's directives (README: Directives).
 //!
 //! Each bad input is placed in a configuration that is otherwise valid, and
 //! must fail with exit code 1, an `[emerg]`, and the module's message:
@@ -348,7 +348,7 @@ fn valid_configurations_pass() {
     let loc: &[Ctx] = &[Ctx::HttpLocation];
     let top: &[Ctx] = &[Ctx::Http, Ctx::Stream];
     check_good(&[
-        // SPEC §2 "Examples that must parse"
+        // README (check): the examples
         (
             up,
             "check interval=3000 rise=2 fall=5 timeout=1000 default_down=true type=tcp;",
@@ -373,7 +373,7 @@ fn valid_configurations_pass() {
         (up, "check interval=500 reuse=1s;"),
         // every default
         (up, "check type=tcp;"),
-        // SPEC §2 table rows and documented spellings
+        // README (check): the computed-values table and documented spellings
         (up, "check keepalive=on;"),
         (up, "check interval=20000 reuse=on;"),
         (up, "check keepalive=:;"),

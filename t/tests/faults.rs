@@ -36,10 +36,9 @@ use faults_net::{
     unix_socket_path, unix_status, ChildBackend, Sink,
 };
 use healthcheck_t::{
-    free_port, http_conf, poll_status_json, status_json, try_wait_until, upstream, Backend, Kind,
-    Nginx, Status, UdpBackend, UdpMode,
+    free_port, http_conf, poll_status_json, status_json, try_wait_until, upstream, wait_until,
+    Backend, Kind, Nginx, Status, UdpBackend, UdpMode,
 };
-use serde_json::Value;
 
 /// Generous bound for anything that should take a few rounds.
 const WAIT: Duration = Duration::from_secs(15);
@@ -50,6 +49,9 @@ const SLACK_MS: u64 = 250;
 const EARLY_MS: u64 = 20;
 /// The module's own line for a local error (src/check.rs `local_error`).
 const LOCAL_ERROR_LINE: &str = "not run: local error";
+/// Its line when nginx had no free connection for the round.
+const NO_CONNECTION_LINE: &str =
+    "not run: local error: no free nginx connection (worker_connections are not enough)";
 
 /// Not a test: the entry point that turns this binary into a child
 /// backend process (`faults_net::ChildBackend` runs it again with
@@ -62,19 +64,8 @@ fn child_backend_process() {
 // ---------------------------------------------------------------------------
 // helpers
 
-fn row<'a>(s: &'a Status, upstream: &str, name: &str) -> &'a Value {
-    s.peer(Kind::Http, upstream, name)
-        .unwrap_or_else(|| panic!("no http row {upstream} {name}: {s}"))
-}
-
-fn int(s: &Status, upstream: &str, name: &str, field: &str) -> i64 {
-    row(s, upstream, name)[field]
-        .as_i64()
-        .unwrap_or_else(|| panic!("{upstream} {name}: {field} is not an integer: {s}"))
-}
-
 fn reason(s: &Status, upstream: &str, name: &str) -> String {
-    row(s, upstream, name)["last_failure_reason"]
+    s.row(Kind::Http, upstream, name)["last_failure_reason"]
         .as_str()
         .unwrap_or("null")
         .to_string()
@@ -82,9 +73,10 @@ fn reason(s: &Status, upstream: &str, name: &str) -> String {
 
 /// Wait until `name` is up and has run at least `rounds` more rounds.
 fn wait_rounds(port: u16, upstream: &str, name: &str, rounds: i64) -> Status {
-    let start = int(&must_status(port), upstream, name, "checks");
+    let start = must_status(port).int(Kind::Http, upstream, name, "checks");
     poll_status_json(port, WAIT, format!("{rounds} more rounds of {name}"), |s| {
-        s.is_up(Kind::Http, upstream, name) && int(s, upstream, name, "checks") >= start + rounds
+        s.is_up(Kind::Http, upstream, name)
+            && s.int(Kind::Http, upstream, name, "checks") >= start + rounds
     })
 }
 
@@ -99,24 +91,71 @@ fn must_status(port: u16) -> Status {
     poll_status_json(port, WAIT, "the status page", |_| true)
 }
 
-/// Wait until `name` is down; the status and when it was first seen.
-fn wait_down(port: u16, upstream: &str, name: &str, timeout: Duration) -> (Status, Instant) {
-    let s = poll_status_json(port, timeout, format!("{name} down"), |s| {
-        s.is_down(Kind::Http, upstream, name)
+/// Wait until `name` is down (or, with `down` false, up): the status that
+/// showed it, when the request for the last page still showing it
+/// otherwise was sent (the call, if the first page showed it already),
+/// and when the page showing it was answered. It got there between the
+/// two, which are a poll apart unless the test was slowed down: the first
+/// is what a "no later than" bound is checked against, the second what a
+/// "no earlier than" bound is.
+fn wait_state(
+    port: u16,
+    upstream: &str,
+    name: &str,
+    down: bool,
+    timeout: Duration,
+) -> (Status, Instant, Instant) {
+    let mut not_yet = Instant::now();
+    let mut last = Err("no attempt".to_string());
+    let found = healthcheck_t::wait::try_wait_for(timeout, || {
+        let asked = Instant::now();
+        last = status_json(port);
+        match &last {
+            Ok(s) if down && s.is_down(Kind::Http, upstream, name) => {
+                Some((s.clone(), not_yet, Instant::now()))
+            }
+            Ok(s) if !down && s.is_up(Kind::Http, upstream, name) => {
+                Some((s.clone(), not_yet, Instant::now()))
+            }
+            Ok(_) => {
+                not_yet = asked;
+                None
+            }
+            Err(_) => None,
+        }
     });
-    (s, Instant::now())
+    let state = if down { "down" } else { "up" };
+    found.unwrap_or_else(|| {
+        panic!("timed out after {timeout:?} waiting for {name} {state}; last: {last:?}")
+    })
 }
 
-/// Assert `elapsed` (ms) lies in `[lo - EARLY_MS, hi + SLACK_MS]`.
+/// [`wait_state`] down.
+fn wait_down(
+    port: u16,
+    upstream: &str,
+    name: &str,
+    timeout: Duration,
+) -> (Status, Instant, Instant) {
+    wait_state(port, upstream, name, true, timeout)
+}
+
+/// Assert the time to a state change lies in `[lo - EARLY_MS, hi +
+/// SLACK_MS]`: `lo_elapsed` is measured to when it was seen (no earlier
+/// than that), `hi_elapsed` to the last page that did not show it yet.
 fn assert_within(what: &str, lo_elapsed: u64, hi_elapsed: u64, lo: u64, hi: u64) {
-    eprintln!("{what}: observed {lo_elapsed}..{hi_elapsed} ms, documented bound [{lo}, {hi}] ms");
+    eprintln!(
+        "{what}: seen {lo_elapsed} ms after the fault began, not yet {hi_elapsed} ms after it \
+         was in place; documented bound [{lo}, {hi}] ms"
+    );
     assert!(
         lo_elapsed + EARLY_MS >= lo,
         "{what}: down after {lo_elapsed} ms, earlier than the bound {lo} ms"
     );
     assert!(
         hi_elapsed <= hi + SLACK_MS,
-        "{what}: down after {hi_elapsed} ms, later than the bound {hi} ms (+{SLACK_MS} ms slack)"
+        "{what}: still not down after {hi_elapsed} ms, later than the bound {hi} ms \
+         (+{SLACK_MS} ms slack)"
     );
 }
 
@@ -149,16 +188,20 @@ fn blackholed_peer_is_down_within_fall_rounds_of_timeout() {
             b.port()
         ));
         let after = Instant::now();
-        let (s, seen) = wait_down(port, "u", &b.addr(), WAIT);
+        let (s, not_yet, seen) = wait_down(port, "u", &b.addr(), WAIT);
         assert_within(
             "blackhole",
             faults_net::ms(before, seen),
-            faults_net::ms(after, seen),
+            faults_net::ms(after, not_yet),
             (fall - 1) * interval + timeout,
             fall * interval + timeout,
         );
         assert_eq!(reason(&s, "u", &b.addr()), "timeout", "{s}");
-        assert_eq!(int(&s, "u", &b.addr(), "fall"), fall as i64, "{s}");
+        assert_eq!(
+            s.int(Kind::Http, "u", &b.addr(), "fall"),
+            fall as i64,
+            "{s}"
+        );
         let line = ng.wait_for_log("is down after 3 failures", WAIT);
         assert!(line.contains("timed out"), "{line}");
 
@@ -178,8 +221,8 @@ fn blackholed_peer_is_down_within_fall_rounds_of_timeout() {
 /// peek the kept connection, which looks fine until the kernel gives up
 /// on it after idle + intvl*cnt without an answer; the next round
 /// re-handshakes into the blackhole and times out. So the peer is down
-/// within idle + intvl*cnt + fall*interval + timeout (SPEC §3, README
-/// "How checks work"), and not before intvl*cnt + (fall-1)*interval +
+/// within idle + intvl*cnt + fall*interval + timeout (README: How
+/// checks work), and not before intvl*cnt + (fall-1)*interval +
 /// timeout (the kept connection did keep it up meanwhile).
 #[test]
 fn blackholed_kept_connection_is_down_within_keepalive_bound() {
@@ -217,11 +260,11 @@ fn blackholed_kept_connection_is_down_within_keepalive_bound() {
             b.port()
         ));
         let after = Instant::now();
-        let (s, seen) = wait_down(port, "u", &b.addr(), Duration::from_secs(20));
+        let (s, not_yet, seen) = wait_down(port, "u", &b.addr(), Duration::from_secs(20));
         assert_within(
             "blackholed kept connection",
             faults_net::ms(before, seen),
-            faults_net::ms(after, seen),
+            faults_net::ms(after, not_yet),
             (intvl * cnt) * 1000 + (fall - 1) * interval + timeout,
             (idle + intvl * cnt) * 1000 + fall * interval + timeout,
         );
@@ -258,11 +301,11 @@ fn tcp_reset_rejection_marks_down() {
             b.port()
         ));
         let after = Instant::now();
-        let (s, seen) = wait_down(port, "u", &b.addr(), WAIT);
+        let (s, not_yet, seen) = wait_down(port, "u", &b.addr(), WAIT);
         assert_within(
             "tcp-reset",
             faults_net::ms(before, seen),
-            faults_net::ms(after, seen),
+            faults_net::ms(after, not_yet),
             (fall - 1) * interval,
             fall * interval,
         );
@@ -296,11 +339,11 @@ fn udp_icmp_port_unreachable_marks_down() {
             b.port()
         ));
         let after = Instant::now();
-        let (s, seen) = wait_down(port, "u", &b.addr(), WAIT);
+        let (s, not_yet, seen) = wait_down(port, "u", &b.addr(), WAIT);
         assert_within(
             "udp icmp-port-unreachable",
             faults_net::ms(before, seen),
-            faults_net::ms(after, seen),
+            faults_net::ms(after, not_yet),
             (fall - 1) * interval,
             fall * interval,
         );
@@ -329,19 +372,19 @@ fn udp_with_icmp_dropped_stays_up() {
             ),
         ));
         let start = must_status(port);
-        let c0 = int(&start, "u", &b.addr(), "checks");
+        let c0 = start.int(Kind::Http, "u", &b.addr(), "checks");
         // fall + 3 rounds: every one "succeeds".
         let s = poll_status_json(port, WAIT, "fall + 3 rounds", |s| {
             assert!(
                 s.is_up(Kind::Http, "u", &b.addr()),
                 "went down with ICMP dropped: {s}"
             );
-            int(s, "u", &b.addr(), "checks") >= c0 + fall as i64 + 3
+            s.int(Kind::Http, "u", &b.addr(), "checks") >= c0 + fall as i64 + 3
         });
-        assert_eq!(int(&s, "u", &b.addr(), "fails_total"), 0, "{s}");
+        assert_eq!(s.int(Kind::Http, "u", &b.addr(), "fails_total"), 0, "{s}");
 
         iptables("-D OUTPUT -p icmp --icmp-type port-unreachable -j DROP");
-        let (s, _) = wait_down(port, "u", &b.addr(), WAIT);
+        let (s, _, _) = wait_down(port, "u", &b.addr(), WAIT);
         assert_eq!(reason(&s, "u", &b.addr()), "icmp-unreachable", "{s}");
     });
 }
@@ -396,9 +439,12 @@ fn sigstopped_backend_with_full_accept_queue_is_down_then_up() {
         let filled = Instant::now();
         eprintln!("accept queue full after {} held connections", held.len());
 
-        let (s, seen) = wait_down(port, "u", &child.addr(), WAIT);
-        let took = faults_net::ms(filled, seen);
-        eprintln!("stopped backend: down {took} ms after the queue was full");
+        let (s, not_yet, seen) = wait_down(port, "u", &child.addr(), WAIT);
+        let took = faults_net::ms(filled, not_yet);
+        eprintln!(
+            "stopped backend: down {took}..{} ms after the queue was full",
+            faults_net::ms(filled, seen)
+        );
         assert!(
             took <= fall * interval + timeout + SLACK_MS,
             "down after {took} ms, bound {} ms: {s}",
@@ -408,11 +454,12 @@ fn sigstopped_backend_with_full_accept_queue_is_down_then_up() {
 
         child.signal(libc::SIGCONT);
         let resumed = Instant::now();
-        poll_status_json(port, WAIT, "up after SIGCONT", |s| {
-            s.is_up(Kind::Http, "u", &child.addr())
-        });
-        let took = resumed.elapsed().as_millis() as u64;
-        eprintln!("resumed backend: up {took} ms after SIGCONT");
+        let (_, not_yet, seen) = wait_state(port, "u", &child.addr(), false, WAIT);
+        let took = faults_net::ms(resumed, not_yet);
+        eprintln!(
+            "resumed backend: up {took}..{} ms after SIGCONT",
+            faults_net::ms(resumed, seen)
+        );
         assert!(
             took <= rise * interval + timeout + SLACK_MS,
             "up after {took} ms"
@@ -679,6 +726,28 @@ fn spare_sockets(pid: u32) -> usize {
         .count()
 }
 
+/// TCP connections, connecting or established, to `port` in the network
+/// namespace of `pid` (`/proc/<pid>/net/tcp{,6}`): the check rounds in
+/// flight to a [`Sink`] listening on `port`.
+fn connections_to(pid: u32, port: u16) -> usize {
+    let mut n = 0;
+    for t in ["tcp", "tcp6"] {
+        let Ok(text) = fs::read_to_string(format!("/proc/{pid}/net/{t}")) else {
+            continue;
+        };
+        for line in text.lines().skip(1) {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let remote = f.get(2).and_then(|a| a.rsplit(':').next());
+            let remote_port = remote.and_then(|p| u16::from_str_radix(p, 16).ok());
+            // 01 ESTABLISHED, 02 SYN_SENT.
+            if remote_port == Some(port) && matches!(f.get(3), Some(&"01" | &"02")) {
+                n += 1;
+            }
+        }
+    }
+    n
+}
+
 /// A worker's spare check sockets never keep connections from clients:
 /// they are nginx's reusable connections, which nginx closes when it runs
 /// short (its "worker_connections are not enough, reusing connections"
@@ -750,45 +819,53 @@ stream {{
     // round that found no connection is skipped, not failed).
     let after = poll_status_json(port, WAIT, "rounds after the clients", |s| {
         names.iter().all(|n| {
-            let c = |s: &Status| {
-                s.peer(Kind::Http, "u", n)
-                    .map_or(0, |p| p["checks"].as_i64().unwrap_or(0))
-            };
+            let c = |s: &Status| s.get_int(Kind::Http, "u", n, "checks").unwrap_or(0);
             c(s) > c(&before)
         })
     });
     for n in &names {
-        assert_eq!(int(&after, "u", n, "fails_total"), 0, "{n}: {after}");
+        assert_eq!(
+            after.int(Kind::Http, "u", n, "fails_total"),
+            0,
+            "{n}: {after}"
+        );
     }
     assert!(ng.is_running(), "nginx exited");
 }
 
 /// When a round finds no free nginx connection, the module's line must
-/// say so (README: local errors are logged) and must not blame an errno
-/// that is not a local error: ngx_event_connect_peer() fails in
-/// ngx_get_connection() after a successful socket(), so errno is whatever
-/// an earlier call left (EAGAIN, EINPROGRESS), and with errno 0 the module
-/// would log nothing at all (`local_error` returns early on 0).
+/// say so (README: How checks work, local errors are logged) and must not
+/// blame an errno that is not a local error: ngx_event_connect_peer()
+/// fails in ngx_get_connection() after a successful socket(), so errno is
+/// whatever an earlier call left (EAGAIN, EINPROGRESS), and with errno 0
+/// the module would log nothing at all. At least one line says "no free
+/// nginx connection"; every other local-error line names a local errno.
 #[test]
 fn no_free_connection_is_logged_as_such() {
     in_netns(|| {
         let sc = worker_connections_scenario();
         let lines = sc.ng.log_lines_since(sc.mark, LOCAL_ERROR_LINE);
-        assert!(!lines.is_empty(), "no module line for the local errors");
-        // EMFILE, ENFILE, ENOBUFS, ENOMEM, EADDRNOTAVAIL (SPEC §3).
+        assert!(
+            lines.iter().any(|l| l.contains(NO_CONNECTION_LINE)),
+            "no module line containing {NO_CONNECTION_LINE:?}; its local-error lines: {lines:#?}"
+        );
+        // EMFILE, ENFILE, ENOBUFS, ENOMEM, EADDRNOTAVAIL (README: How
+        // checks work).
         let local = [24, 23, 105, 12, 99];
+        let errno_form = format!("{LOCAL_ERROR_LINE} ");
         for l in &lines {
-            if let Some(rest) = l.split("local error ").nth(1) {
-                let n: i32 = rest
-                    .split(|c: char| !c.is_ascii_digit())
-                    .next()
-                    .and_then(|d| d.parse().ok())
-                    .unwrap_or(-1);
-                assert!(
-                    local.contains(&n),
-                    "the line blames errno {n}, not a local error: {l}"
-                );
+            if l.contains(NO_CONNECTION_LINE) {
+                continue;
             }
+            // The errno form: "not run: local error <errno> (<text>)".
+            let errno: Option<i32> = l.split(&errno_form).nth(1).and_then(|rest| {
+                let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+                digits.parse().ok()
+            });
+            assert!(
+                errno.is_some_and(|n| local.contains(&n)),
+                "the line blames {errno:?}: neither a local errno nor a missing connection: {l}"
+            );
         }
     });
 }
@@ -904,14 +981,23 @@ fn ephemeral_ports_exhausted() {
         wait_status("every peer checked", &|s| {
             sum_field(s, "healthy", &peers, "checks") >= 2 * peers.len() as i64
         });
+        // Rounds in flight show as connections to the sink.
+        let worker = ng.workers()[0];
+        wait_until(WAIT, "a round in flight (a connection to the sink)", || {
+            connections_to(worker, sink.port()) > 0
+        });
 
         let mark = ng.log_mark();
-        sysctl("net.ipv4.ip_local_port_range", "40000 40010");
-        // A round in flight may hold one of the ports for up to its
-        // timeout: take each port as it comes free.
+        // Take the 11 ports first, then make them the whole range. The other
+        // way round, a round that connected in between holds one of them,
+        // and connect() gives that same local port to every later round to
+        // another peer (a port is shared by connections to different
+        // addresses): with rounds overlapping it never comes free, and the
+        // rounds never run out. A round in flight may hold one of the ports
+        // for up to its timeout: take each as it comes free.
         let mut taken: Vec<TcpListener> = Vec::new();
         let mut free: Vec<u16> = (40000..=40010u16).collect();
-        try_wait_until(WAIT, || {
+        let all_taken = try_wait_until(WAIT, || {
             free.retain(|&p| match TcpListener::bind((Ipv4Addr::LOCALHOST, p)) {
                 Ok(l) => {
                     taken.push(l);
@@ -921,16 +1007,22 @@ fn ephemeral_ports_exhausted() {
             });
             free.is_empty()
         });
+        assert!(all_taken, "ports {free:?} stayed in use for {WAIT:?}");
+        sysctl("net.ipv4.ip_local_port_range", "40000 40010");
         let err = TcpStream::connect((Ipv4Addr::new(127, 0, 1, 1), sink.port()))
             .expect_err("a connect found a free ephemeral port");
         assert_eq!(err.raw_os_error(), Some(libc::EADDRNOTAVAIL), "{err}");
-        eprintln!("{} ports of 40000-40010 taken here", taken.len());
 
-        // Rounds in flight when the ports ran out end within 400 ms.
-        thread::sleep(Duration::from_millis(500));
+        // A round in flight when the ports ran out ends within its timeout
+        // (400 ms) and is counted then; none can start any more. Wait until
+        // none holds a connection to the sink, so that `before` counts them.
+        wait_until(
+            WAIT,
+            "no round in flight (no connection to the sink)",
+            || connections_to(worker, sink.port()) == 0,
+        );
         let before = get().expect("status");
         let c0 = sum_field(&before, "healthy", &peers, "checks");
-        let worker = ng.workers()[0];
         let secs = 11;
         let o = observe(secs, worker, &peers, get);
         let after = o.last.clone().expect("status");

@@ -1,299 +1,70 @@
-//! The `healthcheck_status` page (SPEC §2, issue 5) against a real nginx
-//! with real http and stream backends: every format x filter, query
-//! errors, response headers, methods, hostile upstream names, access
-//! control and state changes.
+//! The `healthcheck_status` page (README: healthcheck_status; issue 5)
+//! against a real nginx with real http and stream backends: every format x
+//! filter, query errors, response headers, methods, hostile upstream names,
+//! access control and state changes.
 //!
-//! Every page is checked by parsing it the way a consumer would: JSON with
-//! serde_json, CSV with the `csv` crate, Prometheus with `promtool check
-//! metrics` plus a small label parser, HTML by its tables and headings.
+//! Every page is checked by parsing it the way a consumer would
+//! (`healthcheck_t::page`): JSON with serde_json, CSV with the `csv` crate,
+//! Prometheus with `promtool check metrics` plus a small label parser, HTML
+//! by its tables and headings.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::fs;
-use std::io::{self, Read, Write};
-use std::mem;
+use std::io::{Read, Write};
 use std::net::{Ipv4Addr, TcpStream};
-use std::os::fd::FromRawFd;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use healthcheck_t::client::{exchange, parse_response, read_response};
+use healthcheck_t::page::{
+    group_rows, parse_csv, parse_json, parse_page, parse_prom, promtool_check, totals, Fmt, Page,
+    Row, Sample, CSV_BASE_HEADER, CSV_OUR_COLUMNS, PEER_LABELS,
+};
 use healthcheck_t::{
-    free_port, poll_status_json, wait::try_wait_for, Backend, Kind, Mode, Nginx, Status, UdpBackend,
+    connect, connect_from, free_port, http_request, poll_status_json, wait::try_wait_for, Backend,
+    Kind, Mode, Nginx, Response, Status, UdpBackend,
 };
 use serde_json::Value;
 
 /// How long checks may take to reach an expected state.
 const SETTLE: Duration = Duration::from_secs(10);
-const IO_TIMEOUT: Duration = Duration::from_secs(5);
 
 // ---------------------------------------------------------------------------
-// A raw HTTP client: we need the bytes nginx sends (HEAD must have no body,
-// Content-Length must match), keep-alive after a 405, and a bound source
-// address.
+// Requests through the harness's client (t/src/client.rs), which keeps the
+// bytes nginx sends (HEAD must have no body, Content-Length must match),
+// reads keep-alive responses and binds a source address; a failed request
+// fails the test.
 
-#[derive(Debug)]
-struct Reply {
-    status: u16,
-    headers: Vec<(String, String)>,
-    /// Everything after the head (for HEAD over HTTP/1.0: until EOF).
-    body: Vec<u8>,
+/// `method path` on a fresh HTTP/1.0 connection, read until nginx closes it.
+fn request(port: u16, method: &str, path: &str) -> Response {
+    http_request(port, method, path, &[], b"").unwrap_or_else(|e| panic!("{method} {path}: {e}"))
 }
 
-impl Reply {
-    fn header(&self, name: &str) -> Option<&str> {
-        let all = self.headers_named(name);
-        assert!(all.len() <= 1, "header {name} repeated: {:?}", self.headers);
-        all.first().copied()
-    }
-
-    fn headers_named(&self, name: &str) -> Vec<&str> {
-        self.headers
-            .iter()
-            .filter(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-            .collect()
-    }
-
-    fn text(&self) -> &str {
-        std::str::from_utf8(&self.body).unwrap_or_else(|e| {
-            panic!(
-                "body is not UTF-8 ({e}): {:?}",
-                String::from_utf8_lossy(&self.body)
-            )
-        })
-    }
-
-    fn content_length(&self) -> Option<usize> {
-        self.header("Content-Length").map(|v| {
-            v.parse()
-                .unwrap_or_else(|_| panic!("bad Content-Length {v:?}"))
-        })
-    }
-}
-
-fn connect(port: u16) -> TcpStream {
-    let s = TcpStream::connect((Ipv4Addr::LOCALHOST, port))
-        .unwrap_or_else(|e| panic!("connect to 127.0.0.1:{port}: {e}"));
-    s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
-    s.set_write_timeout(Some(IO_TIMEOUT)).unwrap();
-    s
-}
-
-/// A TCP connection to `127.0.0.1:port` whose source address is `src`
-/// (any 127.0.0.0/8 address works on Linux loopback).
-fn connect_from(src: Ipv4Addr, port: u16) -> io::Result<TcpStream> {
-    fn sockaddr(ip: Ipv4Addr, port: u16) -> libc::sockaddr_in {
-        // SAFETY: sockaddr_in is plain old data; all-zero is valid.
-        let mut sa: libc::sockaddr_in = unsafe { mem::zeroed() };
-        sa.sin_family = libc::AF_INET as libc::sa_family_t;
-        sa.sin_port = port.to_be();
-        sa.sin_addr.s_addr = u32::from(ip).to_be();
-        sa
-    }
-    let len = mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
-    // SAFETY: plain socket(2); the fd is owned by the TcpStream right away.
-    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: fd is a fresh socket nobody else owns.
-    let stream = unsafe { TcpStream::from_raw_fd(fd) };
-    let local = sockaddr(src, 0);
-    // SAFETY: valid sockaddr_in of `len` bytes.
-    if unsafe { libc::bind(fd, (&local as *const libc::sockaddr_in).cast(), len) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let remote = sockaddr(Ipv4Addr::LOCALHOST, port);
-    // SAFETY: valid sockaddr_in of `len` bytes; blocking connect on loopback.
-    if unsafe { libc::connect(fd, (&remote as *const libc::sockaddr_in).cast(), len) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    stream.set_read_timeout(Some(IO_TIMEOUT))?;
-    stream.set_write_timeout(Some(IO_TIMEOUT))?;
-    Ok(stream)
-}
-
-fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    hay.windows(needle.len()).position(|w| w == needle)
-}
-
-fn parse_head(head: &[u8]) -> (u16, Vec<(String, String)>) {
-    let head = std::str::from_utf8(head).expect("response head is not UTF-8");
-    let mut lines = head.split("\r\n");
-    let status_line = lines.next().unwrap_or_default();
-    let status = status_line
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("bad status line {status_line:?}"));
-    let headers = lines
-        .map(|l| {
-            let (k, v) = l
-                .split_once(':')
-                .unwrap_or_else(|| panic!("bad header line {l:?}"));
-            (k.trim().to_string(), v.trim().to_string())
-        })
-        .collect();
-    (status, headers)
-}
-
-/// Send `req` on a fresh HTTP/1.0 connection (from `src` when given) and
-/// read until nginx closes it.
-fn exchange_from(src: Option<Ipv4Addr>, port: u16, req: &[u8]) -> Reply {
-    let mut s = match src {
-        Some(ip) => connect_from(ip, port)
-            .unwrap_or_else(|e| panic!("connect from {ip} to 127.0.0.1:{port}: {e}")),
-        None => connect(port),
-    };
-    s.write_all(req).expect("write request");
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw).expect("read response");
-    let end = find(&raw, b"\r\n\r\n")
-        .unwrap_or_else(|| panic!("no end of headers in {:?}", String::from_utf8_lossy(&raw)));
-    let (status, headers) = parse_head(&raw[..end]);
-    Reply {
-        status,
-        headers,
-        body: raw[end + 4..].to_vec(),
-    }
-}
-
-fn request(port: u16, method: &str, path: &str) -> Reply {
-    exchange_from(
-        None,
-        port,
-        format!("{method} {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes(),
-    )
-}
-
-fn get(port: u16, path: &str) -> Reply {
+fn get(port: u16, path: &str) -> Response {
     request(port, "GET", path)
 }
 
-/// Read one response from a keep-alive connection (body by Content-Length);
-/// `buf` carries bytes read past it.
-fn read_response(s: &mut TcpStream, buf: &mut Vec<u8>) -> Reply {
-    let mut chunk = [0u8; 65536];
-    let end = loop {
-        if let Some(i) = find(buf, b"\r\n\r\n") {
-            break i;
-        }
-        let n = s.read(&mut chunk).expect("read response head");
-        assert!(
-            n > 0,
-            "connection closed before a full response head: {:?}",
-            String::from_utf8_lossy(buf)
-        );
-        buf.extend_from_slice(&chunk[..n]);
-    };
-    let (status, headers) = parse_head(&buf[..end]);
-    let mut reply = Reply {
-        status,
-        headers,
-        body: Vec::new(),
-    };
-    let len = reply
-        .content_length()
-        .expect("keep-alive response without Content-Length");
-    while buf.len() < end + 4 + len {
-        let n = s.read(&mut chunk).expect("read response body");
-        assert!(n > 0, "connection closed inside a response body");
-        buf.extend_from_slice(&chunk[..n]);
-    }
-    reply.body = buf[end + 4..end + 4 + len].to_vec();
-    buf.drain(..end + 4 + len);
-    reply
+/// Send `req` on a fresh connection from `src` and read until nginx closes it.
+fn exchange_from(src: Ipv4Addr, port: u16, req: &[u8]) -> Response {
+    let s = connect_from(src, port)
+        .unwrap_or_else(|e| panic!("connect from {src} to 127.0.0.1:{port}: {e}"));
+    exchange(s, req).unwrap_or_else(|e| panic!("exchange from {src}: {e}"))
+}
+
+/// One response of a keep-alive connection (see `client::read_response`).
+fn read_reply(s: &mut TcpStream, buf: &mut Vec<u8>) -> Response {
+    read_response(s, buf).unwrap_or_else(|e| panic!("read response: {e}"))
 }
 
 // ---------------------------------------------------------------------------
-// Formats and the rows a page shows.
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Fmt {
-    Html,
-    Csv,
-    Json,
-    Prometheus,
-}
-
-impl Fmt {
-    const ALL: [Fmt; 4] = [Fmt::Html, Fmt::Csv, Fmt::Json, Fmt::Prometheus];
-
-    fn name(self) -> &'static str {
-        match self {
-            Fmt::Html => "html",
-            Fmt::Csv => "csv",
-            Fmt::Json => "json",
-            Fmt::Prometheus => "prometheus",
-        }
-    }
-
-    /// SPEC §2, exactly.
-    fn content_type(self) -> &'static str {
-        match self {
-            Fmt::Html => "text/html; charset=utf-8",
-            Fmt::Csv => "text/csv; charset=utf-8",
-            Fmt::Json => "application/json",
-            Fmt::Prometheus => "text/plain; version=0.0.4; charset=utf-8",
-        }
-    }
-}
-
-/// One printed peer row, in the terms every format shares.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-struct Row {
-    group: String,
-    index: u64,
-    upstream: String,
-    name: String,
-    up: bool,
-}
-
-impl Row {
-    fn new(group: Kind, index: u64, upstream: &str, name: &str, up: bool) -> Row {
-        Row {
-            group: group.key().to_string(),
-            index,
-            upstream: upstream.to_string(),
-            name: name.to_string(),
-            up,
-        }
-    }
-}
-
-/// total, up, down.
-type Totals = (u64, u64, u64);
-
-fn totals(rows: &[Row]) -> Totals {
-    let up = rows.iter().filter(|r| r.up).count() as u64;
-    (rows.len() as u64, up, rows.len() as u64 - up)
-}
-
-fn group_rows(rows: &[Row], kind: Kind) -> Vec<Row> {
-    rows.iter()
-        .filter(|r| r.group == kind.key())
-        .cloned()
-        .collect()
-}
-
-/// What one page parsed into.
-#[derive(Debug)]
-struct Page {
-    rows: Vec<Row>,
-    /// Page totals the format prints (CSV prints none).
-    totals: Option<Totals>,
-    /// Per-group totals (HTML headings, JSON arrays).
-    groups: Option<[Totals; 2]>,
-    /// The configuration generation (CSV prints none).
-    generation: Option<u64>,
-}
+// Pages (parsed by t/src/page.rs) and what every status response carries.
 
 /// Check headers common to every status response: no caching, nosniff,
 /// Content-Length equal to the body.
-fn check_common_headers(r: &Reply, what: &str) {
+fn check_common_headers(r: &Response, what: &str) {
     let cc = r
-        .header("Cache-Control")
+        .unique_header("Cache-Control")
         .unwrap_or_else(|| panic!("{what}: no Cache-Control: {:?}", r.headers));
     assert!(
         cc.split(',')
@@ -301,7 +72,7 @@ fn check_common_headers(r: &Reply, what: &str) {
         "{what}: Cache-Control {cc:?} does not say no-store"
     );
     assert_eq!(
-        r.header("X-Content-Type-Options"),
+        r.unique_header("X-Content-Type-Options"),
         Some("nosniff"),
         "{what}: {:?}",
         r.headers
@@ -314,7 +85,7 @@ fn check_common_headers(r: &Reply, what: &str) {
 }
 
 /// GET `path`, check status and headers for `fmt`, and parse the page.
-fn fetch_page(port: u16, path: &str, fmt: Fmt) -> (Page, Reply) {
+fn fetch_page(port: u16, path: &str, fmt: Fmt) -> (Page, Response) {
     let r = get(port, path);
     assert_eq!(
         r.status,
@@ -323,519 +94,18 @@ fn fetch_page(port: u16, path: &str, fmt: Fmt) -> (Page, Reply) {
         String::from_utf8_lossy(&r.body)
     );
     assert_eq!(
-        r.header("Content-Type"),
+        r.unique_header("Content-Type"),
         Some(fmt.content_type()),
         "GET {path}"
     );
     check_common_headers(&r, &format!("GET {path}"));
-    let page = parse_page(fmt, r.text(), path);
+    let page = parse_page(fmt, r.utf8(), path);
     (page, r)
-}
-
-fn parse_page(fmt: Fmt, body: &str, what: &str) -> Page {
-    match fmt {
-        Fmt::Json => parse_json(body, what),
-        Fmt::Csv => Page {
-            rows: parse_csv(body, what)
-                .into_iter()
-                .map(|c| Row {
-                    group: c["upstream_type"].clone(),
-                    index: c["index"].parse().unwrap(),
-                    upstream: c["upstream_name"].clone(),
-                    name: c["host"].clone(),
-                    up: status_is_up(&c["status"]),
-                })
-                .collect(),
-            totals: None,
-            groups: None,
-            generation: None,
-        },
-        Fmt::Prometheus => {
-            promtool_check(body, what);
-            parse_prom_page(body, what)
-        }
-        Fmt::Html => parse_html(body, what),
-    }
-}
-
-fn status_is_up(s: &str) -> bool {
-    match s {
-        "up" => true,
-        "down" => false,
-        other => panic!("status {other:?} is neither up nor down"),
-    }
-}
-
-// --- JSON --------------------------------------------------------------------
-
-const JSON_PEER_KEYS: [&str; 17] = [
-    "index",
-    "upstream",
-    "name",
-    "status",
-    "rise",
-    "fall",
-    "type",
-    "port",
-    "last_delay_ms",
-    "avg_delay_ms",
-    "min_delay_ms",
-    "max_delay_ms",
-    "checks",
-    "fails_total",
-    "last_failure_reason",
-    "last_change",
-    "down_since",
-];
-
-fn parse_json(body: &str, what: &str) -> Page {
-    let v: Value =
-        serde_json::from_str(body).unwrap_or_else(|e| panic!("{what}: invalid JSON ({e}): {body}"));
-    let top = v.as_object().expect("JSON top level is an object");
-    assert_eq!(top.keys().collect::<Vec<_>>(), ["servers"], "{what}");
-    let servers = v["servers"].as_object().expect("servers is an object");
-    let mut keys: Vec<&str> = servers.keys().map(String::as_str).collect();
-    keys.sort_unstable();
-    assert_eq!(
-        keys,
-        ["down", "generation", "http", "stream", "total", "up"],
-        "{what}"
-    );
-    let num = |k: &str| {
-        v["servers"][k]
-            .as_u64()
-            .unwrap_or_else(|| panic!("{what}: servers.{k} not an unsigned integer"))
-    };
-    let mut rows = Vec::new();
-    let mut groups = [(0, 0, 0); 2];
-    for (gi, kind) in [Kind::Http, Kind::Stream].into_iter().enumerate() {
-        let arr = v["servers"][kind.key()]
-            .as_array()
-            .unwrap_or_else(|| panic!("{what}: servers.{} is not an array", kind.key()));
-        let mut group = Vec::new();
-        for p in arr {
-            let obj = p.as_object().expect("peer is an object");
-            let mut pk: Vec<&str> = obj.keys().map(String::as_str).collect();
-            let mut want = JSON_PEER_KEYS.to_vec();
-            pk.sort_unstable();
-            want.sort_unstable();
-            assert_eq!(pk, want, "{what}: peer keys of {p}");
-            group.push(Row {
-                group: kind.key().to_string(),
-                index: p["index"].as_u64().expect("index"),
-                upstream: p["upstream"].as_str().expect("upstream").to_string(),
-                name: p["name"].as_str().expect("name").to_string(),
-                up: status_is_up(p["status"].as_str().expect("status")),
-            });
-        }
-        groups[gi] = totals(&group);
-        rows.extend(group);
-    }
-    Page {
-        rows,
-        totals: Some((num("total"), num("up"), num("down"))),
-        groups: Some(groups),
-        generation: Some(num("generation")),
-    }
-}
-
-// --- CSV ---------------------------------------------------------------------
-
-const CSV_SPEC_HEADER: &str = "index,upstream_type,upstream_name,host,rise,fall,check_type,\
-check_port,last_delay,avg_delay,min_delay,max_delay,status";
-const CSV_OUR_COLUMNS: &str = "checks,fails_total,last_failure_reason,last_change,down_since";
-
-/// Every record as column -> value, through a strict RFC 4180 parser
-/// (equal field counts, valid UTF-8).
-fn parse_csv(body: &str, what: &str) -> Vec<BTreeMap<String, String>> {
-    let mut rdr = csv::ReaderBuilder::new()
-        .has_headers(true)
-        .flexible(false)
-        .from_reader(body.as_bytes());
-    let header: Vec<String> = rdr
-        .headers()
-        .unwrap_or_else(|e| panic!("{what}: CSV header: {e}"))
-        .iter()
-        .map(str::to_string)
-        .collect();
-    assert_eq!(
-        header.join(","),
-        format!("{CSV_SPEC_HEADER},{CSV_OUR_COLUMNS}"),
-        "{what}: CSV header"
-    );
-    assert!(
-        body.starts_with(&format!("{CSV_SPEC_HEADER},")),
-        "{what}: CSV must start with SPEC's header"
-    );
-    rdr.records()
-        .map(|rec| {
-            let rec = rec.unwrap_or_else(|e| panic!("{what}: CSV record: {e}\n{body}"));
-            header
-                .iter()
-                .cloned()
-                .zip(rec.iter().map(str::to_string))
-                .collect()
-        })
-        .collect()
-}
-
-// --- Prometheus ------------------------------------------------------------
-
-/// `promtool check metrics` must accept `body`. A missing promtool fails the
-/// test: the check is part of the contract.
-fn promtool_check(body: &str, what: &str) {
-    let child = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn();
-    let mut child = match child {
-        Ok(c) => c,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => panic!(
-            "promtool not found: install Debian's prometheus package \
-             (apt-get -o DPkg::Lock::Timeout=300 install -y --no-install-recommends prometheus) \
-             or run scripts/test, which does"
-        ),
-        Err(e) => panic!("run promtool: {e}"),
-    };
-    let mut stdin = child.stdin.take().unwrap();
-    let body_owned = body.to_string();
-    let writer = std::thread::spawn(move || stdin.write_all(body_owned.as_bytes()));
-    let out = child.wait_with_output().expect("wait for promtool");
-    writer.join().unwrap().expect("write to promtool");
-    assert!(
-        out.status.success(),
-        "{what}: promtool check metrics failed ({}):\n{}{}\n--- page ---\n{body}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-#[derive(Debug, Clone, PartialEq)]
-struct Sample {
-    name: String,
-    labels: Vec<(String, String)>,
-    value: String,
-}
-
-impl Sample {
-    fn label(&self, k: &str) -> Option<&str> {
-        self.labels
-            .iter()
-            .find(|(n, _)| n == k)
-            .map(|(_, v)| v.as_str())
-    }
-}
-
-/// Samples of a text-format page (comments skipped), label values unescaped.
-fn parse_prom(body: &str) -> Vec<Sample> {
-    let mut out = Vec::new();
-    for line in body.split('\n') {
-        if line.is_empty() || line.starts_with('#') {
-            continue;
-        }
-        let mut chars = line.chars().peekable();
-        let mut name = String::new();
-        while let Some(&c) = chars.peek() {
-            if c == '{' || c == ' ' {
-                break;
-            }
-            name.push(c);
-            chars.next();
-        }
-        let mut labels = Vec::new();
-        if chars.peek() == Some(&'{') {
-            chars.next();
-            loop {
-                if chars.peek() == Some(&'}') {
-                    chars.next();
-                    break;
-                }
-                let mut key = String::new();
-                for c in chars.by_ref() {
-                    if c == '=' {
-                        break;
-                    }
-                    key.push(c);
-                }
-                assert_eq!(chars.next(), Some('"'), "label {key} in {line:?}");
-                let mut value = String::new();
-                loop {
-                    match chars
-                        .next()
-                        .unwrap_or_else(|| panic!("unterminated {line:?}"))
-                    {
-                        '"' => break,
-                        '\\' => match chars.next() {
-                            Some('\\') => value.push('\\'),
-                            Some('"') => value.push('"'),
-                            Some('n') => value.push('\n'),
-                            other => panic!("bad escape {other:?} in {line:?}"),
-                        },
-                        c => value.push(c),
-                    }
-                }
-                labels.push((key, value));
-                match chars.next() {
-                    Some(',') => {}
-                    Some('}') => break,
-                    other => panic!("unexpected {other:?} after a label in {line:?}"),
-                }
-            }
-        }
-        assert_eq!(chars.next(), Some(' '), "no space before value: {line:?}");
-        let value: String = chars.collect();
-        assert!(
-            !value.contains(' '),
-            "timestamps are not expected: {line:?}"
-        );
-        out.push(Sample {
-            name,
-            labels,
-            value,
-        });
-    }
-    out
-}
-
-const PEER_LABELS: [&str; 6] = ["index", "upstream_type", "upstream", "name", "type", "port"];
-
-fn parse_prom_page(body: &str, what: &str) -> Page {
-    let samples = parse_prom(body);
-    // Unique series (an http and a stream upstream may share a name, a
-    // server may appear twice).
-    let mut seen = HashSet::new();
-    for s in &samples {
-        let mut key = s.labels.clone();
-        key.sort();
-        assert!(
-            seen.insert((s.name.clone(), key)),
-            "{what}: duplicate series {s:?}"
-        );
-        if s.name.starts_with("nginx_upstream_server_") {
-            let names: Vec<&str> = s.labels.iter().map(|(k, _)| k.as_str()).collect();
-            assert_eq!(
-                names.get(..6),
-                Some(&PEER_LABELS[..]),
-                "{what}: labels of {s:?}"
-            );
-            assert!(s.label("status").is_none(), "{what}: status label: {s:?}");
-        }
-    }
-    let count = |n: &str| {
-        let v: Vec<&Sample> = samples.iter().filter(|s| s.name == n).collect();
-        assert_eq!(v.len(), 1, "{what}: {n} samples: {v:?}");
-        v[0].value
-            .parse::<u64>()
-            .unwrap_or_else(|_| panic!("{what}: {n} = {}", v[0].value))
-    };
-    let rows = samples
-        .iter()
-        .filter(|s| s.name == "nginx_upstream_server_active")
-        .map(|s| Row {
-            group: s.label("upstream_type").unwrap().to_string(),
-            index: s.label("index").unwrap().parse().unwrap(),
-            upstream: s.label("upstream").unwrap().to_string(),
-            name: s.label("name").unwrap().to_string(),
-            up: match s.value.as_str() {
-                "1" => true,
-                "0" => false,
-                v => panic!("{what}: active = {v}"),
-            },
-        })
-        .collect::<Vec<_>>();
-    for family in ["nginx_upstream_server_rise", "nginx_upstream_server_fall"] {
-        let n = samples.iter().filter(|s| s.name == family).count();
-        assert_eq!(n, rows.len(), "{what}: one {family} per printed row");
-    }
-    Page {
-        rows,
-        totals: Some((
-            count("nginx_upstream_count_total"),
-            count("nginx_upstream_count_up"),
-            count("nginx_upstream_count_down"),
-        )),
-        groups: None,
-        generation: Some(count("nginx_upstream_count_generation")),
-    }
-}
-
-// --- HTML --------------------------------------------------------------------
-
-fn unescape_html(s: &str) -> String {
-    let mut out = String::new();
-    let mut rest = s;
-    while let Some(i) = rest.find('&') {
-        out.push_str(&rest[..i]);
-        rest = &rest[i..];
-        let end = rest
-            .find(';')
-            .unwrap_or_else(|| panic!("bare & in HTML text {s:?}"));
-        let ent = &rest[1..end];
-        let c = match ent {
-            "amp" => '&',
-            "lt" => '<',
-            "gt" => '>',
-            "quot" => '"',
-            "ndash" => '\u{2013}',
-            "middot" => '\u{b7}',
-            _ if ent.starts_with("#x") => {
-                char::from_u32(u32::from_str_radix(&ent[2..], 16).unwrap()).unwrap()
-            }
-            _ if ent.starts_with('#') => char::from_u32(ent[1..].parse().unwrap()).unwrap(),
-            _ => panic!("unknown entity &{ent}; in {s:?}"),
-        };
-        out.push(c);
-        rest = &rest[end + 1..];
-    }
-    out.push_str(rest);
-    out
-}
-
-fn strip_tags(s: &str) -> String {
-    let mut out = String::new();
-    let mut in_tag = false;
-    for c in s.chars() {
-        match c {
-            '<' => in_tag = true,
-            '>' if in_tag => in_tag = false,
-            c if !in_tag => out.push(c),
-            _ => {}
-        }
-    }
-    out
-}
-
-/// Text of each `<tag ...>…</tag>` in `s`, in order (tags inside stripped,
-/// entities decoded).
-fn elements(s: &str, tag: &str) -> Vec<String> {
-    let open = format!("<{tag}");
-    let close = format!("</{tag}>");
-    let mut out = Vec::new();
-    let mut rest = s;
-    while let Some(i) = rest.find(&open) {
-        rest = &rest[i..];
-        // `<th` must not match `<thead`.
-        if !matches!(rest.as_bytes().get(open.len()), Some(b'>' | b' ')) {
-            rest = &rest[open.len()..];
-            continue;
-        }
-        let gt = rest.find('>').expect("unterminated tag");
-        let end = rest.find(&close).expect("unclosed element");
-        out.push(unescape_html(&strip_tags(&rest[gt + 1..end])));
-        rest = &rest[end + close.len()..];
-    }
-    out
-}
-
-fn numbers(s: &str) -> Vec<u64> {
-    s.split(|c: char| !c.is_ascii_digit())
-        .filter(|p| !p.is_empty())
-        .map(|p| p.parse().unwrap())
-        .collect()
-}
-
-/// Text is escaped, so every `<` starts one of the page's own tags: only
-/// known elements, no scripts, no event handlers, no external assets.
-fn check_html_tags(body: &str, what: &str) {
-    const ALLOWED: [&str; 21] = [
-        "!DOCTYPE", "html", "head", "meta", "title", "style", "body", "h1", "h2", "p", "nav", "a",
-        "strong", "span", "table", "thead", "tbody", "tr", "th", "td", "br",
-    ];
-    let mut rest = body;
-    while let Some(i) = rest.find('<') {
-        rest = &rest[i + 1..];
-        let end = rest
-            .find('>')
-            .unwrap_or_else(|| panic!("{what}: unterminated tag"));
-        let tag = &rest[..end];
-        rest = &rest[end + 1..];
-        let name = tag.trim_start_matches('/');
-        let name = name.split([' ', '\n']).next().unwrap();
-        assert!(ALLOWED.contains(&name), "{what}: unexpected tag <{tag}>");
-        let lower = tag.to_ascii_lowercase();
-        for bad in [" on", " src=", "://", "javascript:"] {
-            assert!(!lower.contains(bad), "{what}: tag <{tag}> contains {bad:?}");
-        }
-    }
-}
-
-fn parse_html(body: &str, what: &str) -> Page {
-    assert!(body.starts_with("<!DOCTYPE html>"), "{what}: {body}");
-    assert!(body.trim_end().ends_with("</html>"), "{what}");
-    check_html_tags(body, what);
-    let mut rows = Vec::new();
-    let mut groups = [(0, 0, 0); 2];
-    for (gi, kind) in [Kind::Http, Kind::Stream].into_iter().enumerate() {
-        let h2 = format!("<h2 id=\"{}\">", kind.key());
-        let start = body
-            .find(&h2)
-            .unwrap_or_else(|| panic!("{what}: no {h2} heading"));
-        let section = &body[start + h2.len()..];
-        let heading_end = section.find("</h2>").unwrap();
-        let heading = unescape_html(&strip_tags(&section[..heading_end]));
-        let nums = numbers(&heading);
-        assert_eq!(nums.len(), 3, "{what}: heading {heading:?}");
-        groups[gi] = (nums[0], nums[1], nums[2]);
-        let section = &section[heading_end..];
-        let section = &section[..section
-            .find("<h2")
-            .or_else(|| section.find("</body>"))
-            .unwrap()];
-        let Some(tbody_start) = section.find("<tbody>") else {
-            assert!(!section.contains("<tr"), "{what}: rows without a tbody");
-            continue;
-        };
-        let cols = elements(section, "th");
-        let col = |name: &str| {
-            cols.iter()
-                .position(|c| c == name)
-                .unwrap_or_else(|| panic!("{what}: no {name} column in {cols:?}"))
-        };
-        let (ci, cu, cs, cst) = (col("#"), col("upstream"), col("server"), col("status"));
-        let tbody = &section[tbody_start..section.find("</tbody>").unwrap()];
-        for tr in tbody.split("<tr").skip(1) {
-            let cells = elements(&format!("<tr{tr}"), "td");
-            assert_eq!(cells.len(), cols.len(), "{what}: row {tr}");
-            let up = status_is_up(&cells[cst]);
-            let highlighted = tr.starts_with(" class=\"down\"");
-            assert_eq!(
-                highlighted, !up,
-                "{what}: down rows and only they are highlighted: {tr}"
-            );
-            rows.push(Row {
-                group: kind.key().to_string(),
-                index: cells[ci].parse().unwrap(),
-                upstream: cells[cu].clone(),
-                name: cells[cs].clone(),
-                up,
-            });
-        }
-    }
-    let all = (
-        groups[0].0 + groups[1].0,
-        groups[0].1 + groups[1].1,
-        groups[0].2 + groups[1].2,
-    );
-    let summary = &body[body.find("<p>").unwrap()..];
-    let summary = &summary[..summary.find("</p>").unwrap()];
-    let generation = summary
-        .strip_prefix("<p>Generation ")
-        .and_then(|g| numbers(g).first().copied())
-        .unwrap_or_else(|| panic!("{what}: no generation in {summary:?}"));
-    Page {
-        rows,
-        totals: Some(all),
-        groups: Some(groups),
-        generation: Some(generation),
-    }
 }
 
 /// The page at `path` shows exactly `expected` (http rows then stream
 /// rows, each by index) and every total it prints counts them.
-fn assert_page(port: u16, path: &str, fmt: Fmt, expected: &[Row]) -> Reply {
+fn assert_page(port: u16, path: &str, fmt: Fmt, expected: &[Row]) -> Response {
     assert_page_gen(port, path, fmt, expected, Some(1))
 }
 
@@ -846,7 +116,7 @@ fn assert_page_gen(
     fmt: Fmt,
     expected: &[Row],
     generation: Option<u64>,
-) -> Reply {
+) -> Response {
     let (page, reply) = fetch_page(port, path, fmt);
     if let (Some(want), Some(got)) = (generation, page.generation) {
         assert_eq!(got, want, "GET {path} ({fmt:?}) generation");
@@ -1085,8 +355,8 @@ stream {{
         let r = assert_page(port, &path, fmt, &[]);
         match fmt {
             Fmt::Csv => assert_eq!(
-                r.text(),
-                format!("{CSV_SPEC_HEADER},{CSV_OUR_COLUMNS}\n"),
+                r.utf8(),
+                format!("{CSV_BASE_HEADER},{CSV_OUR_COLUMNS}\n"),
                 "header only"
             ),
             Fmt::Json => {
@@ -1136,8 +406,8 @@ fn no_checked_peers(generation: Option<u64>) {
     }
 }
 
-/// SPEC §2: `generation` is 1 after the first start, also when no upstream
-/// has a check (there is no shared zone then).
+/// README (healthcheck_status): `generation` is 1 after the first start,
+/// also when no upstream has a check (there is no shared zone then).
 #[test]
 fn no_checked_peers_generation() {
     no_checked_peers(Some(1));
@@ -1209,19 +479,19 @@ fn bad_queries_are_400() {
     for (path, word) in cases {
         for method in ["GET", "HEAD"] {
             let r = request(port, method, path);
-            assert_eq!(r.status, 400, "{method} {path}: {:?}", r.text());
-            assert!(r.header("X-Injected").is_none(), "{path}");
+            assert_eq!(r.status, 400, "{method} {path}: {:?}", r.utf8());
+            assert!(r.unique_header("X-Injected").is_none(), "{path}");
             assert_eq!(
-                r.header("X-Content-Type-Options"),
+                r.unique_header("X-Content-Type-Options"),
                 Some("nosniff"),
                 "{method} {path}"
             );
             if method == "HEAD" {
-                assert!(r.body.is_empty(), "HEAD {path}: body {:?}", r.text());
+                assert!(r.body.is_empty(), "HEAD {path}: body {:?}", r.utf8());
                 continue;
             }
             check_common_headers(&r, path);
-            let text = r.text();
+            let text = r.utf8();
             assert!(
                 text.ends_with('\n') && text.matches('\n').count() == 1,
                 "{path}: not one line: {text:?}"
@@ -1283,14 +553,14 @@ fn head_and_methods() {
                 assert_eq!((g1.status, h.status), (200, 200), "{path}");
                 assert!(h.body.is_empty(), "HEAD {path} sent a body: {:?}", h.body);
                 assert_eq!(
-                    h.header("Content-Type"),
+                    h.unique_header("Content-Type"),
                     Some(fmt.content_type()),
                     "HEAD {path}"
                 );
                 for name in ["Cache-Control", "X-Content-Type-Options", "Content-Type"] {
                     assert_eq!(
-                        h.header(name),
-                        g1.header(name),
+                        h.unique_header(name),
+                        g1.unique_header(name),
                         "HEAD vs GET {path}: {name}"
                     );
                 }
@@ -1313,7 +583,7 @@ fn head_and_methods() {
         ("PUT", b"5\r\nhello\r\n0\r\n\r\n".to_vec(), "chunked"),
     ];
     for (method, body, te) in bodies {
-        let mut s = connect(port);
+        let mut s = connect(port).expect("connect");
         let mut req = format!("{method} /status?format=json HTTP/1.1\r\nHost: localhost\r\n");
         if te == "chunked" {
             req.push_str("Transfer-Encoding: chunked\r\n");
@@ -1330,24 +600,24 @@ fn head_and_methods() {
             std::thread::spawn(move || w.write_all(&bytes))
         };
         let mut buf = Vec::new();
-        let r = read_response(&mut s, &mut buf);
-        assert_eq!(r.status, 405, "{method} ({te}): {:?}", r.text());
-        assert_eq!(r.header("Allow"), Some("GET, HEAD"), "{method}");
+        let r = read_reply(&mut s, &mut buf);
+        assert_eq!(r.status, 405, "{method} ({te}): {:?}", r.utf8());
+        assert_eq!(r.unique_header("Allow"), Some("GET, HEAD"), "{method}");
         check_common_headers(&r, method);
-        let r2 = read_response(&mut s, &mut buf);
+        let r2 = read_reply(&mut s, &mut buf);
         writer.join().unwrap().expect("write pipelined requests");
         assert_eq!(
             r2.status, 200,
             "GET after {method} ({te}) on the same connection"
         );
-        assert_eq!(r2.header("Content-Type"), Some("application/json"));
+        assert_eq!(r2.unique_header("Content-Type"), Some("application/json"));
         serde_json::from_slice::<Value>(&r2.body).expect("JSON after 405");
         // And a third request after a pause, on the same connection.
         s.write_all(b"HEAD /status HTTP/1.1\r\nHost: localhost\r\n\r\n")
             .unwrap();
         let mut head = Vec::new();
         let mut chunk = [0u8; 4096];
-        while find(&head, b"\r\n\r\n").is_none() {
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
             let n = s.read(&mut chunk).expect("read HEAD reply");
             assert!(n > 0, "connection closed after {method}");
             head.extend_from_slice(&chunk[..n]);
@@ -1641,7 +911,7 @@ stream {{
             &rows(&html_shown),
         );
         // Inert HTML: the only tags are the page's own.
-        let body = r.text();
+        let body = r.utf8();
         assert!(!body.contains("<script"), "raw <script> in HTML");
         assert!(!body.contains("<img"), "raw <img> in HTML");
         assert!(body.contains("&lt;script&gt;"), "escaped name missing");
@@ -1652,7 +922,7 @@ stream {{
     }
     // CSV: every cell starting with a formula character is neutralised.
     let csv_page = get(port, "/status?format=csv");
-    for rec in parse_csv(csv_page.text(), "csv") {
+    for rec in parse_csv(csv_page.utf8(), "csv") {
         for (col, cell) in &rec {
             assert!(
                 !cell.starts_with(['=', '+', '@', '\t', '\r'])
@@ -1668,7 +938,7 @@ stream {{
         "raw control characters in JSON"
     );
     // Prometheus: nothing got out of its label value.
-    let samples = parse_prom(get(port, "/status?format=prometheus").text());
+    let samples = parse_prom(get(port, "/status?format=prometheus").utf8());
     let known = [&PEER_LABELS[..], &["reason", "le"]].concat();
     for s in &samples {
         for (k, _) in &s.labels {
@@ -1716,15 +986,15 @@ fn access_control_is_honoured() {
         ("POST", "/status"),
         ("GET", "/status?format=xml"),
     ] {
-        let r = exchange_from(Some(other), port, &req(method, path));
+        let r = exchange_from(other, port, &req(method, path));
         assert_eq!(r.status, 403, "{method} {path} from {other}");
         let body = String::from_utf8_lossy(&r.body);
         assert!(!body.contains("servers"), "status leaked: {body}");
         assert!(!body.contains("nginx_upstream"), "status leaked: {body}");
     }
-    let r = exchange_from(Some(Ipv4Addr::LOCALHOST), port, &req("GET", "/status"));
+    let r = exchange_from(Ipv4Addr::LOCALHOST, port, &req("GET", "/status"));
     assert_eq!(r.status, 200, "from 127.0.0.1");
-    parse_json(r.text(), "allowed");
+    parse_json(r.utf8(), "allowed");
 }
 
 // ---------------------------------------------------------------------------
@@ -1812,7 +1082,7 @@ stream {{
         *at = lc;
     }
     // The other formats say the same.
-    let csv_rows = parse_csv(get(port, "/status?format=csv&status=DOWN").text(), "csv");
+    let csv_rows = parse_csv(get(port, "/status?format=csv&status=DOWN").utf8(), "csv");
     assert_eq!(csv_rows.len(), 2, "{csv_rows:?}");
     for (i, rec) in csv_rows.iter().enumerate() {
         assert_eq!(rec["status"], "down");
@@ -1821,7 +1091,7 @@ stream {{
         assert_eq!(rec["down_since"], changed_at[i].to_string());
         assert!(rec["fails_total"].parse::<u64>().unwrap() >= 2);
     }
-    let prom = get(port, "/status?format=prometheus").text().to_string();
+    let prom = get(port, "/status?format=prometheus").utf8().to_string();
     promtool_check(&prom, "prometheus while down");
     let samples = parse_prom(&prom);
     for (i, (kind, up, name)) in peers.iter().enumerate() {
@@ -1866,7 +1136,7 @@ stream {{
             .unwrap();
         assert!(checks >= 2);
     }
-    let html = get(port, "/status?status=down").text().to_string();
+    let html = get(port, "/status?status=down").utf8().to_string();
     assert_eq!(html.matches("<tr class=\"down\">").count(), 2, "{html}");
     assert!(html.contains("refused"));
 
@@ -1936,17 +1206,11 @@ fn start_page(port: u16, path: &str) -> TcpStream {
 }
 
 /// Read a whole HTTP/1.0 response and check it is complete.
-fn finish_page(mut s: TcpStream, what: &str) -> Reply {
+fn finish_page(mut s: TcpStream, what: &str) -> Response {
     let mut raw = Vec::new();
     s.read_to_end(&mut raw).expect("read response");
-    let end = find(&raw, b"\r\n\r\n")
-        .unwrap_or_else(|| panic!("{what}: no response head in {} bytes", raw.len()));
-    let (status, headers) = parse_head(&raw[..end]);
-    let reply = Reply {
-        status,
-        headers,
-        body: raw[end + 4..].to_vec(),
-    };
+    let reply = parse_response(&raw)
+        .unwrap_or_else(|e| panic!("{what}: {e} ({} bytes received)", raw.len()));
     assert_eq!(reply.status, 200, "{what}");
     assert_eq!(
         reply.content_length(),
@@ -1990,13 +1254,13 @@ fn big_page_is_built_in_turns_between_other_requests() {
         // A proxied request while the page is in progress...
         let r = get(port, "/");
         assert_eq!(r.status, 200, "proxied request during the page");
-        assert_eq!(r.text(), app.port().to_string());
+        assert_eq!(r.utf8(), app.port().to_string());
         let turns_at_reply = turns_since(&ng, mark);
         let reply = finish_page(page, "prometheus page");
         let done = ng.wait_for_log_since(mark, DONE, SETTLE);
         let turns = turns_since(&ng, mark);
         assert!(turns >= 10, "a 10 000-peer page took {turns} turns: {done}");
-        let text = reply.text();
+        let text = reply.utf8();
         assert_eq!(
             text.lines()
                 .filter(|l| l.starts_with("nginx_upstream_server_active{"))
@@ -2020,7 +1284,7 @@ fn big_page_is_built_in_turns_between_other_requests() {
     assert!(turns_since(&ng, mark) >= 2, "the JSON page took one turn");
     assert_big_json(&reply.body, "json page");
     let csv = finish_page(start_page(port, "/s?format=csv"), "csv page");
-    assert_eq!(csv.text().lines().count(), 10_001, "csv header + rows");
+    assert_eq!(csv.utf8().lines().count(), 10_001, "csv header + rows");
     let head = request(port, "HEAD", "/s");
     assert!(head.body.is_empty(), "HEAD has no body");
     let len = head.content_length().expect("HEAD Content-Length");
@@ -2040,21 +1304,8 @@ fn client_gone_mid_page_then_graceful_stop_waits_for_a_page() {
     let mark = ng.log_mark();
     let page = start_page(port, "/s?format=prometheus");
     ng.wait_for_log_since(mark, TURN, SETTLE);
-    let linger = libc::linger {
-        l_onoff: 1,
-        l_linger: 0,
-    };
-    // SAFETY: a valid socket and a `linger` of the size given; the close
-    // that follows sends RST.
-    unsafe {
-        libc::setsockopt(
-            std::os::fd::AsRawFd::as_raw_fd(&page),
-            libc::SOL_SOCKET,
-            libc::SO_LINGER,
-            (&linger as *const libc::linger).cast(),
-            mem::size_of::<libc::linger>() as libc::socklen_t,
-        );
-    }
+    // The close that follows sends RST.
+    healthcheck_t::set_linger_zero(&page).expect("SO_LINGER");
     drop(page);
     ng.wait_for_log_since(mark, DONE, SETTLE);
     assert_big_json(
@@ -2071,15 +1322,11 @@ fn client_gone_mid_page_then_graceful_stop_waits_for_a_page() {
     let page = start_page(port, "/s?format=prometheus");
     ng.wait_for_log_since(mark, TURN, SETTLE);
     let reader = std::thread::spawn(move || finish_page(page, "page across a graceful stop"));
-    // SAFETY: plain kill(2) of our nginx's worker.
-    assert_eq!(
-        unsafe { libc::kill(worker as libc::pid_t, libc::SIGQUIT) },
-        0
-    );
+    healthcheck_t::process::signal(worker, libc::SIGQUIT).expect("SIGQUIT the worker");
     let reply = reader.join().expect("page reader");
     assert_eq!(
         reply
-            .text()
+            .utf8()
             .lines()
             .filter(|l| l.starts_with("nginx_upstream_server_checks_total{"))
             .count(),

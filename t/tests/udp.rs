@@ -1,4 +1,4 @@
-//! UDP checks (`check type=udp`, SPEC §3 "UDP", issue 4).
+//! UDP checks (`check type=udp`, README: Limits operators must know; issue 4).
 //!
 //! A UDP round sends one `NGX_UDP_CHECKER` datagram on its own connected
 //! socket and fails only when `ECONNREFUSED` (an ICMP port unreachable) is
@@ -23,32 +23,14 @@ use healthcheck_t::{
     free_port, http_get, poll_status_json, status_json, wait_until, Backend, Kind, Nginx, Status,
     UdpBackend, UdpMode,
 };
-use serde_json::Value;
 
-/// The probe's payload (SPEC §3).
+/// The probe's payload.
 const PAYLOAD: &[u8] = b"NGX_UDP_CHECKER";
 /// Generous bound for anything that should take a few rounds.
 const WAIT: Duration = Duration::from_secs(10);
 
 // ---------------------------------------------------------------------------
 // helpers
-
-/// The status row of `name` in `upstream`; panics with the document.
-fn row<'a>(s: &'a Status, kind: Kind, upstream: &str, name: &str) -> &'a Value {
-    s.peer(kind, upstream, name)
-        .unwrap_or_else(|| panic!("no {kind:?} row {upstream} {name}: {s}"))
-}
-
-/// An integer field of that row.
-fn int(s: &Status, kind: Kind, upstream: &str, name: &str, field: &str) -> i64 {
-    row(s, kind, upstream, name)[field]
-        .as_i64()
-        .unwrap_or_else(|| panic!("{upstream} {name}: {field} is not an integer: {s}"))
-}
-
-fn checks(s: &Status, kind: Kind, upstream: &str, name: &str) -> i64 {
-    int(s, kind, upstream, name, "checks")
-}
 
 /// An http server with only the status location, for stream-only tests.
 fn status_server(port: u16) -> String {
@@ -90,7 +72,7 @@ fn assert_one_datagram_per_round(
     let before = received() as i64;
     let s = status_json(http_port).expect("status");
     let after = received() as i64;
-    let n = checks(&s, kind, upstream, name);
+    let n = s.checks(kind, upstream, name);
     assert!(
         n >= before - 1 && n <= after + 1,
         "{upstream} {name}: {n} rounds committed but the backend received \
@@ -208,7 +190,7 @@ stream {{
     let s = poll_status_json(http_port, WAIT, "closed port down", |s| {
         s.is_down(Kind::Stream, "dns", &bad.addr())
     });
-    let r = row(&s, Kind::Stream, "dns", &bad.addr());
+    let r = s.row(Kind::Stream, "dns", &bad.addr());
     assert_eq!(r["last_failure_reason"], "icmp-unreachable", "{s}");
     assert!(r["fall"].as_i64() >= Some(3), "down before 3 failures: {s}");
     assert!(r["checks"].as_i64() >= Some(3), "{s}");
@@ -222,7 +204,7 @@ stream {{
     assert!(line.contains("port unreachable"), "{line}");
     assert!(line.contains("stream udp check"), "{line}");
     assert!(s.is_up(Kind::Stream, "dns", &good.addr()), "{s}");
-    assert_eq!(int(&s, Kind::Stream, "dns", &good.addr(), "fails_total"), 0);
+    assert_eq!(s.int(Kind::Stream, "dns", &good.addr(), "fails_total"), 0);
 
     // Every client datagram reaches the replying backend.
     for i in 0..20 {
@@ -267,14 +249,14 @@ stream {{
     ));
     let name = silent.addr();
     let s = poll_status_json(port, WAIT, "6 silent rounds", |s| {
-        checks(s, Kind::Stream, "quiet", &name) >= 6
+        s.checks(Kind::Stream, "quiet", &name) >= 6
     });
     assert!(s.is_up(Kind::Stream, "quiet", &name), "{s}");
-    let r = row(&s, Kind::Stream, "quiet", &name);
+    let r = s.row(Kind::Stream, "quiet", &name);
     assert_eq!(r["fails_total"], 0, "{s}");
     assert_eq!(r["fall"], 0, "{s}");
     assert!(r["last_failure_reason"].is_null(), "{s}");
-    // SPEC §3: a UDP round ending at its silent deadline records the timeout.
+    // A UDP round ending at its silent deadline records the timeout.
     for f in [
         "last_delay_ms",
         "min_delay_ms",
@@ -329,8 +311,8 @@ stream {{
         reply = reply.addr()
     ));
     poll_status_json(http_port, WAIT, "5 rounds each", |s| {
-        checks(s, Kind::Stream, "echo", &echo.addr()) >= 5
-            && checks(s, Kind::Stream, "reply", &reply.addr()) >= 5
+        s.checks(Kind::Stream, "echo", &echo.addr()) >= 5
+            && s.checks(Kind::Stream, "reply", &reply.addr()) >= 5
     });
 
     // One client session (same socket, so nginx keeps one upstream socket
@@ -342,11 +324,13 @@ stream {{
         .set_read_timeout(Some(Duration::from_secs(2)))
         .unwrap();
     let mut buf = vec![0u8; 2048];
-    let checks_before = echo
-        .payloads()
-        .iter()
-        .filter(|p| p.as_slice() == PAYLOAD)
-        .count();
+    let probes = || {
+        echo.payloads()
+            .iter()
+            .filter(|p| p.as_slice() == PAYLOAD)
+            .count()
+    };
+    let checks_before = probes();
     for i in 0..6 {
         let msg = format!("client datagram {i}");
         client.send(msg.as_bytes()).unwrap();
@@ -358,8 +342,11 @@ stream {{
             format!("echo:{msg}"),
             "the client got something other than the answer to its datagram"
         );
-        // Let a check round or two happen inside the session.
-        thread::sleep(Duration::from_millis(150));
+        // A check round inside the session, before the next datagram.
+        let seen = probes();
+        wait_until(WAIT, format!("a check round after datagram {i}"), || {
+            probes() > seen
+        });
     }
     // Nothing more arrives on the session (a leaked check reply would).
     client
@@ -378,23 +365,18 @@ stream {{
             "{e}"
         ),
     }
-    let checks_during = echo
-        .payloads()
-        .iter()
-        .filter(|p| p.as_slice() == PAYLOAD)
-        .count()
-        - checks_before;
+    let checks_during = probes() - checks_before;
     assert!(
-        checks_during >= 5,
+        checks_during >= 6,
         "only {checks_during} check rounds ran during the session"
     );
 
     let s = status_json(http_port).unwrap();
     for (ups, name) in [("echo", echo.addr()), ("reply", reply.addr())] {
         assert!(s.is_up(Kind::Stream, ups, &name), "{s}");
-        assert_eq!(int(&s, Kind::Stream, ups, &name, "fails_total"), 0, "{s}");
+        assert_eq!(s.int(Kind::Stream, ups, &name, "fails_total"), 0, "{s}");
         // The reply ended each round: no round waited for its deadline.
-        let max = int(&s, Kind::Stream, ups, &name, "max_delay_ms");
+        let max = s.int(Kind::Stream, ups, &name, "max_delay_ms");
         assert!(
             (0..timeout).contains(&max),
             "{ups}: max delay {max} (timeout {timeout}): replies did not end the rounds: {s}"
@@ -428,7 +410,7 @@ stream {{
     poll_status_json(port, WAIT, "20 rounds per peer", |s| {
         [reply.addr(), silent.addr(), echo.addr()]
             .iter()
-            .all(|n| checks(s, Kind::Stream, "a", n) >= 20)
+            .all(|n| s.checks(Kind::Stream, "a", n) >= 20)
     });
     let (n, got) =
         assert_one_datagram_per_round(port, Kind::Stream, "a", &reply.addr(), || reply.received());
@@ -472,7 +454,7 @@ stream {{
     ));
     let name = b.addr();
     poll_status_json(port, WAIT, "3 good rounds", |s| {
-        checks(s, Kind::Stream, "flip", &name) >= 3
+        s.checks(Kind::Stream, "flip", &name) >= 3
     });
     for cycle in 0..2 {
         b.set_mode(UdpMode::Closed);
@@ -481,7 +463,7 @@ stream {{
             s.is_down(Kind::Stream, "flip", &name)
         });
         assert_eq!(
-            row(&s, Kind::Stream, "flip", &name)["last_failure_reason"],
+            s.row(Kind::Stream, "flip", &name)["last_failure_reason"],
             "icmp-unreachable",
             "{s}"
         );
@@ -555,14 +537,14 @@ fn http_upstream_with_udp_check() {
     ));
     let s = poll_status_json(port, WAIT, "UDP-less http peer down", |s| {
         s.is_down(Kind::Http, "web", &unchecked.addr())
-            && checks(s, Kind::Http, "ported", &other_tcp.addr()) >= 3
+            && s.checks(Kind::Http, "ported", &other_tcp.addr()) >= 3
     });
     assert_eq!(
-        row(&s, Kind::Http, "web", &unchecked.addr())["last_failure_reason"],
+        s.row(Kind::Http, "web", &unchecked.addr())["last_failure_reason"],
         "icmp-unreachable",
         "{s}"
     );
-    assert_eq!(row(&s, Kind::Http, "web", &unchecked.addr())["type"], "udp");
+    assert_eq!(s.row(Kind::Http, "web", &unchecked.addr())["type"], "udp");
     assert!(s.is_up(Kind::Http, "web", &served.addr()), "{s}");
     assert!(ng.log_contains(&format!(
         "peer {} is down after 2 failures: port unreachable (http udp check)",
@@ -582,7 +564,7 @@ fn http_upstream_with_udp_check() {
 
     // port=: the probe goes to the UDP port, not the server's.
     let s = status_json(port).unwrap();
-    let r = row(&s, Kind::Http, "ported", &other_tcp.addr());
+    let r = s.row(Kind::Http, "ported", &other_tcp.addr());
     assert_eq!(r["port"], other_udp.port(), "{s}");
     assert_eq!(r["status"], "up", "{s}");
     assert_one_datagram_per_round(port, Kind::Http, "ported", &other_tcp.addr(), || {
@@ -712,7 +694,7 @@ fn ten_thousand_rounds_leave_fd_count_flat() {
     }
     for b in &backends[8..] {
         let fails: i64 = (0..10)
-            .map(|u| int(&s, Kind::Stream, &format!("m{u}"), &b.addr(), "fails_total"))
+            .map(|u| s.int(Kind::Stream, &format!("m{u}"), &b.addr(), "fails_total"))
             .sum();
         assert!(fails > 0, "closed port {} never failed: {s}", b.addr());
     }

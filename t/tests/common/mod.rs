@@ -463,19 +463,7 @@ impl Drop for UnixServer {
 }
 
 // ---------------------------------------------------------------------
-// Status helpers
-
-/// A peer row's integer field (`checks`, `rise`, `fall`, ...); -1 if absent.
-pub fn field(s: &Status, kind: Kind, upstream: &str, name: &str, key: &str) -> i64 {
-    s.peer(kind, upstream, name)
-        .and_then(|p| p[key].as_i64())
-        .unwrap_or(-1)
-}
-
-/// `checks` (rounds run) of a peer row; -1 if absent.
-pub fn checks(s: &Status, kind: Kind, upstream: &str, name: &str) -> i64 {
-    field(s, kind, upstream, name, "checks")
-}
+// Status rows
 
 /// Identifies one status row.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -523,8 +511,11 @@ impl Row {
         s.peer_status(self.kind.kind(), &self.upstream, &self.name)
     }
 
+    /// An integer field of the row (`checks`, `rise`, `fall`, ...); -1 if
+    /// the row or the field is absent.
     pub fn int(&self, s: &Status, key: &str) -> i64 {
-        field(s, self.kind.kind(), &self.upstream, &self.name, key)
+        s.get_int(self.kind.kind(), &self.upstream, &self.name, key)
+            .unwrap_or(-1)
     }
 }
 
@@ -534,8 +525,18 @@ impl fmt::Display for Row {
     }
 }
 
+/// When a row was first seen holding, as durations since `since`: after
+/// `after` (the request for the last page on which it did not hold yet; 0
+/// if none did) and by `by` (the answer of the first page on which it did).
+/// The two are a poll apart unless the test was slowed down.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Seen {
+    pub after: Duration,
+    pub by: Duration,
+}
+
 /// Poll the status page until `pred` has held for every row in `rows`;
-/// returns, per row, how long after `since` it was first seen holding.
+/// returns, per row, when after `since` it was first seen holding.
 /// Panics after `timeout` with the rows still waiting and the last page.
 pub fn first_seen(
     port: u16,
@@ -544,18 +545,21 @@ pub fn first_seen(
     what: &str,
     rows: &[Row],
     mut pred: impl FnMut(&Row, &Status) -> bool,
-) -> BTreeMap<Row, Duration> {
+) -> BTreeMap<Row, Seen> {
     let mut seen = BTreeMap::new();
+    let mut not_yet = Duration::ZERO;
     let mut last = String::from("no status yet");
     let done = try_wait_for(timeout, || {
+        let asked = since.elapsed();
         match status_json(port) {
             Ok(s) => {
-                let at = since.elapsed();
+                let by = since.elapsed();
                 for r in rows {
                     if !seen.contains_key(r) && pred(r, &s) {
-                        seen.insert(r.clone(), at);
+                        seen.insert(r.clone(), Seen { after: not_yet, by });
                     }
                 }
+                not_yet = asked;
                 last = s.to_string();
             }
             Err(e) => last = e,
@@ -573,11 +577,15 @@ pub fn first_seen(
     seen
 }
 
-/// Assert that `at` lies in `[lo, hi]`.
-pub fn assert_within(at: Duration, lo: Duration, hi: Duration, what: impl fmt::Display) {
+/// Assert that what was first seen at `at` happened within `[lo, hi]`:
+/// fails only when the pages prove it came earlier (seen by `at.by < lo`)
+/// or later (not yet after `at.after > hi`).
+pub fn assert_within(at: Seen, lo: Duration, hi: Duration, what: impl fmt::Display) {
     assert!(
-        at >= lo && at <= hi,
-        "{what}: observed after {at:?}, expected within [{lo:?}, {hi:?}]"
+        at.by >= lo && at.after <= hi,
+        "{what}: observed after {:?} and by {:?}, expected within [{lo:?}, {hi:?}]",
+        at.after,
+        at.by
     );
 }
 
@@ -588,8 +596,7 @@ pub fn ms(n: u64) -> Duration {
 // ---------------------------------------------------------------------
 // Starting nginx
 
-/// `n` distinct ports from [`healthcheck_t::free_port`] (which may return
-/// the same port twice, since it releases each one at once).
+/// `n` distinct ports from [`healthcheck_t::free_port`].
 pub fn free_ports(n: usize) -> Vec<u16> {
     let mut ports: Vec<u16> = Vec::with_capacity(n);
     while ports.len() < n {
@@ -604,12 +611,12 @@ pub fn free_ports(n: usize) -> Vec<u16> {
 /// Start nginx with the configuration `make` returns (with whatever it
 /// wants back, typically the ports it took from [`healthcheck_t::free_port`]).
 ///
-/// `free_port` releases the port before nginx binds it; under heavy
-/// parallel load a loopback connection can take it in between and nginx
-/// fails with "Address already in use" (after its own bind retries; a
-/// retry that succeeded leaves `[emerg]` lines, allowed here). Then `make`
-/// runs again for fresh ports (up to 3 attempts); any other failure
-/// propagates.
+/// `free_port` releases the port before nginx binds it. Nothing on the
+/// host takes such a port unasked, but another process could pick the same
+/// one at the same moment, and nginx then fails with "Address already in
+/// use" (after its own bind retries; a retry that succeeded leaves
+/// `[emerg]` lines, allowed here). Then `make` runs again for fresh ports
+/// (up to 3 attempts); any other failure propagates.
 pub fn start_nginx<T>(
     builder: &healthcheck_t::Builder,
     mut make: impl FnMut() -> (String, T),

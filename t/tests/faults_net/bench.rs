@@ -354,10 +354,7 @@ fn detection(cfg: &Config, interval: u64, fault: Fault, out: &mut Vec<String>) {
     for _ in 0..cfg.trials {
         poll_status_json(port, wait, "B up", |s| {
             s.is_up(Kind::Http, "u", &b.addr())
-                && s.peer(Kind::Http, "u", &b.addr()).unwrap()["rise"]
-                    .as_i64()
-                    .unwrap_or(0)
-                    >= RISE as i64
+                && s.get_int(Kind::Http, "u", &b.addr(), "rise").unwrap_or(0) >= RISE as i64
         });
         thread::sleep(Duration::from_millis(random_below(interval)));
         let _ = access_since(&access, &mut offset);
@@ -377,8 +374,8 @@ fn detection(cfg: &Config, interval: u64, fault: Fault, out: &mut Vec<String>) {
             thread::sleep(Duration::from_millis(10));
         }
         let (seen_at, s) = seen.unwrap_or_else(|| panic!("{fault:?}: B never went down"));
-        let down_since = s.peer(Kind::Http, "u", &b.addr()).unwrap()["down_since"]
-            .as_i64()
+        let down_since = s
+            .get_int(Kind::Http, "u", &b.addr(), "down_since")
             .unwrap_or(0);
         // Traffic keeps flowing for another interval with B down.
         thread::sleep(Duration::from_millis(interval.max(500)));

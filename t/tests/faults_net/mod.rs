@@ -442,14 +442,11 @@ pub fn unix_status(path: &Path) -> Result<Status, String> {
         .map_err(|e| format!("write: {e}"))?;
     let mut raw = Vec::new();
     s.read_to_end(&mut raw).map_err(|e| format!("read: {e}"))?;
-    let at = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .ok_or_else(|| format!("no header end: {:?}", String::from_utf8_lossy(&raw)))?;
-    if !raw.starts_with(b"HTTP/1.1 200") {
-        return Err(format!("status: {:?}", String::from_utf8_lossy(&raw)));
+    let r = healthcheck_t::client::parse_response(&raw).map_err(|e| e.to_string())?;
+    if r.status != 200 {
+        return Err(format!("status {}: {:?}", r.status, r.text()));
     }
-    serde_json::from_slice(&raw[at + 4..])
+    serde_json::from_slice(&r.body)
         .map(Status)
         .map_err(|e| format!("json: {e}"))
 }
@@ -478,7 +475,7 @@ pub fn down_among(s: &Status, upstream: &str, names: &[String]) -> Vec<String> {
 pub fn sum_field(s: &Status, upstream: &str, names: &[String], field: &str) -> i64 {
     names
         .iter()
-        .filter_map(|n| s.peer(healthcheck_t::Kind::Http, upstream, n)?[field].as_i64())
+        .filter_map(|n| s.get_int(healthcheck_t::Kind::Http, upstream, n, field))
         .sum()
 }
 
