@@ -58,6 +58,9 @@ pub enum CheckType {
     Tcp,
     /// Send one datagram; only a confirmed ECONNREFUSED fails.
     Udp,
+    /// Send an HTTP request, judge the response's status line, headers
+    /// and (with a `check_match` block that tests it) body.
+    Http,
 }
 
 impl CheckType {
@@ -66,6 +69,7 @@ impl CheckType {
         match self {
             CheckType::Tcp => "tcp",
             CheckType::Udp => "udp",
+            CheckType::Http => "http",
         }
     }
 
@@ -79,9 +83,29 @@ impl CheckType {
             CheckType::Tcp => &Reason::CONNECTION,
             // Only a confirmed ICMP port unreachable fails a UDP round.
             CheckType::Udp => &[Reason::Unreachable],
+            // The connection's reasons, then the response's.
+            CheckType::Http => &HTTP_REASONS,
         }
     }
 }
+
+/// [`Reason::CONNECTION`], then what a response can fail with.
+const HTTP_REASONS: [crate::reason::Reason; 9] = {
+    use crate::reason::Reason;
+    let response = [Reason::Status, Reason::Mismatch, Reason::Invalid];
+    let mut all = [Reason::Refused; 9];
+    let mut i = 0;
+    while i < Reason::CONNECTION.len() {
+        all[i] = Reason::CONNECTION[i];
+        i += 1;
+    }
+    let mut j = 0;
+    while j < response.len() {
+        all[i + j] = response[j];
+        j += 1;
+    }
+    all
+};
 
 /// The `reuse=` parameter as written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -135,6 +159,10 @@ pub struct CheckConf {
     /// connection: `None` when neither reuse nor keepalive is on;
     /// `Some(u64::MAX)` = no age limit.
     pub rehandshake_ms: Option<u64>,
+    /// `match=NAME`: the `check_match` block that judges the answer, as
+    /// written (checked against the context's blocks by
+    /// [`finish_context`]).
+    pub match_block: Option<Vec<u8>>,
 }
 
 impl CheckConf {
@@ -218,6 +246,17 @@ mod tests {
     fn check_type_names() {
         assert_eq!(CheckType::Tcp.as_str(), "tcp");
         assert_eq!(CheckType::Udp.as_str(), "udp");
+        assert_eq!(CheckType::Http.as_str(), "http");
+    }
+
+    #[test]
+    fn http_fails_for_the_connection_and_the_response() {
+        use crate::reason::Reason;
+        let r = CheckType::Http.failure_reasons();
+        assert_eq!(r[..6], Reason::CONNECTION);
+        assert_eq!(r[6..], [Reason::Status, Reason::Mismatch, Reason::Invalid]);
+        assert_eq!(CheckType::Tcp.failure_reasons(), Reason::CONNECTION);
+        assert_eq!(CheckType::Udp.failure_reasons(), [Reason::Unreachable]);
     }
 
     #[test]

@@ -676,6 +676,8 @@ struct CheckGen {
     port: Option<(String, Option<u64>)>,
     reuse: Option<(String, Option<u64>)>,
     keepalive: Option<KeepaliveGen>,
+    /// `match=` with this value (empty: an error).
+    match_block: Option<&'static str>,
     /// Repeat the n-th argument (an error).
     dup: Option<usize>,
     /// An unknown or value-less argument (an error).
@@ -704,6 +706,9 @@ impl CheckGen {
         }
         if let Some(k) = &self.keepalive {
             args.push(format!("keepalive={}", k.text()));
+        }
+        if let Some(m) = self.match_block {
+            args.push(format!("match={m}"));
         }
         if let Some(i) = self.dup {
             if !args.is_empty() {
@@ -745,7 +750,13 @@ impl CheckGen {
         let check_type = match self.check_type {
             None | Some("tcp") => CheckType::Tcp,
             Some("udp") => CheckType::Udp,
+            Some("http") => CheckType::Http,
             Some(_) => return None,
+        };
+        let match_block = match self.match_block {
+            None => None,
+            Some("") => return None,
+            Some(m) => Some(m.as_bytes().to_vec()),
         };
         let reuse = match &self.reuse {
             None => Reuse::Off,
@@ -884,6 +895,7 @@ impl CheckGen {
             reuse,
             keepalive,
             rehandshake_ms,
+            match_block,
         })
     }
 }
@@ -928,6 +940,7 @@ fn check_gen() -> impl Strategy<Value = CheckGen> {
             opt(0.2, dec_text()),
             opt(0.4, reuse),
             opt(0.5, keepalive_gen()),
+            opt(0.2, prop::sample::select(vec!["m", "ok", "", "a=b"])),
         ),
         opt(0.05, any::<usize>()),
         opt(
@@ -947,7 +960,7 @@ fn check_gen() -> impl Strategy<Value = CheckGen> {
         .prop_map(
             |(
                 (interval, timeout, fall, rise),
-                (default_down, check_type, port, reuse, keepalive),
+                (default_down, check_type, port, reuse, keepalive, match_block),
                 dup,
                 stranger,
             )| CheckGen {
@@ -960,6 +973,7 @@ fn check_gen() -> impl Strategy<Value = CheckGen> {
                 port,
                 reuse,
                 keepalive,
+                match_block,
                 dup,
                 stranger,
             },
@@ -968,7 +982,7 @@ fn check_gen() -> impl Strategy<Value = CheckGen> {
 
 /// Every value valid on its own: only the cross-parameter rules (timeout
 /// below interval, periods above interval, idle below the period, intvl
-/// at most idle, tcp-only options) decide.
+/// at most idle, options for tcp and http only) decide.
 fn clean_check_gen() -> impl Strategy<Value = CheckGen> {
     let interval = prop_oneof![
         100u64..3000,
@@ -1017,16 +1031,20 @@ fn clean_check_gen() -> impl Strategy<Value = CheckGen> {
         ),
         (
             opt(0.3, prop::sample::select(vec!["true", "false"])),
-            opt(0.3, prop::sample::select(vec!["tcp", "tcp", "tcp", "udp"])),
+            opt(
+                0.3,
+                prop::sample::select(vec!["tcp", "tcp", "tcp", "udp", "http"]),
+            ),
             opt(0.2, (1u64..=65_535).prop_map(|n| (n.to_string(), Some(n)))),
             opt(0.5, reuse),
             opt(0.6, keepalive),
+            opt(0.2, prop::sample::select(vec!["m", "ok_200"])),
         ),
     )
         .prop_map(
             |(
                 (interval, timeout, fall, rise),
-                (default_down, check_type, port, reuse, keepalive),
+                (default_down, check_type, port, reuse, keepalive, match_block),
             )| {
                 CheckGen {
                     interval,
@@ -1038,6 +1056,7 @@ fn clean_check_gen() -> impl Strategy<Value = CheckGen> {
                     port,
                     reuse,
                     keepalive,
+                    match_block,
                     dup: None,
                     stranger: None,
                 }
@@ -1100,6 +1119,7 @@ fn check_arg_bytes() -> impl Strategy<Value = Vec<u8>> {
         "port=",
         "reuse=",
         "keepalive=",
+        "match=",
         "",
     ]);
     prop_oneof![
