@@ -9,6 +9,10 @@
 //!   default and cross-parameter rule.
 //! - [`parse_shm_size`], [`parse_keepalive_requests`],
 //!   [`parse_status_directive`], [`parse_vnswrr`]: the smaller directives.
+//! - [`parse_http_send`], [`parse_http_expect_alive`],
+//!   [`parse_http_request`], [`parse_http_header`], [`parse_buffer_size`]:
+//!   the directives of `check ... type=http`; [`unescape`]: `\xHH` in raw
+//!   byte strings.
 //! - [`parse_time`]: nginx's time syntax (`ngx_parse_time`).
 //! - [`finish_context`]: the rules across directives, checked when an
 //!   `http {}` or `stream {}` context is complete, and the layout of its
@@ -17,6 +21,8 @@
 mod check;
 mod context;
 mod directives;
+mod escape;
+mod http;
 mod time;
 
 use std::fmt;
@@ -28,6 +34,12 @@ pub use context::{
 pub use directives::{
     parse_keepalive_requests, parse_shm_size, parse_status_directive, parse_vnswrr, StatusConf,
     VnswrrConf,
+};
+pub use escape::unescape;
+pub use http::{
+    parse_buffer_size, parse_http_expect_alive, parse_http_header, parse_http_request,
+    parse_http_send, HttpSend, StatusClasses, BUFFER_SIZE_DEFAULT, BUFFER_SIZE_MAX,
+    BUFFER_SIZE_MIN, HOST_WARNING,
 };
 pub use time::parse_time;
 
