@@ -3,6 +3,7 @@
 #![forbid(unsafe_code)]
 pub mod conf;
 pub mod health;
+pub mod http;
 pub mod identity;
 pub mod ptrmap;
 pub mod reason;
