@@ -36,6 +36,7 @@ pub use directives::{
     VnswrrConf,
 };
 pub use escape::unescape;
+pub(crate) use http::{is_token, TOKEN_SYNTAX};
 pub use http::{
     parse_buffer_size, parse_http_expect_alive, parse_http_header, parse_http_request,
     parse_http_send, HttpSend, StatusClasses, BUFFER_SIZE_DEFAULT, BUFFER_SIZE_MAX,
