@@ -29,7 +29,8 @@ use std::fmt;
 
 pub use check::parse_check;
 pub use context::{
-    finish_context, Diagnostic, Directive, Finished, PeerFacts, UpstreamFacts, ZoneLayout,
+    finish_context, Diagnostic, Directive, Finished, HttpDirectives, PeerFacts, UpstreamFacts,
+    ZoneLayout,
 };
 pub use directives::{
     parse_keepalive_requests, parse_shm_size, parse_status_directive, parse_vnswrr, StatusConf,
