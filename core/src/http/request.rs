@@ -149,7 +149,8 @@ fn host_value(host: &[u8], port: u16, default_port: u16) -> Vec<u8> {
 /// - `unix:/path` (no host) -> (`localhost`, None), as is an empty name.
 ///
 /// A port that is not a decimal number from 1 to 65535 (nginx rejects such
-/// server lines) is dropped: the host alone is returned.
+/// server lines) is dropped: the host alone is returned. Leading zeros are
+/// read as nginx reads them (`:080` is 80).
 pub fn host_of_server(server_line_name: &[u8]) -> (&[u8], Option<u16>) {
     let name = server_line_name;
     if name.is_empty() || name.starts_with(b"unix:") {
@@ -171,15 +172,16 @@ pub fn host_of_server(server_line_name: &[u8]) -> (&[u8], Option<u16>) {
     }
 }
 
-/// A decimal port, 1 to 65535.
+/// A decimal port, 1 to 65535, as nginx reads it (`ngx_atoi`: digits
+/// only, leading zeros allowed).
 fn port_number(s: &[u8]) -> Option<u16> {
-    if s.is_empty() || s.len() > 5 || !s.iter().all(u8::is_ascii_digit) {
+    if s.is_empty() || !s.iter().all(u8::is_ascii_digit) {
         return None;
     }
-    std::str::from_utf8(s)
-        .ok()?
-        .parse::<u16>()
-        .ok()
+    s.iter()
+        .try_fold(0u16, |n, &d| {
+            n.checked_mul(10)?.checked_add(u16::from(d - b'0'))
+        })
         .filter(|&p| p != 0)
 }
 
