@@ -169,6 +169,8 @@ fn header_forms() {
     };
     assert_eq!(test("header X-Ok"), h("X-Ok", HeaderCond::Present));
     assert_eq!(test("header ! X-Ok"), h("X-Ok", HeaderCond::Absent));
+    // The `!` after `header` is the negation; a name is any token.
+    assert_eq!(test("header ! !"), h("!", HeaderCond::Absent));
     assert_eq!(
         test("header Content-Type = text/html"),
         h("Content-Type", HeaderCond::Equals(b"text/html".to_vec()))
