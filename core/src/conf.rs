@@ -9,6 +9,10 @@
 //!   default and cross-parameter rule.
 //! - [`parse_shm_size`], [`parse_keepalive_requests`],
 //!   [`parse_status_directive`], [`parse_vnswrr`]: the smaller directives.
+//! - [`parse_http_send`], [`parse_http_expect_alive`],
+//!   [`parse_http_request`], [`parse_http_header`], [`parse_buffer_size`]:
+//!   the directives of `check ... type=http`; [`unescape`]: `\xHH` in raw
+//!   byte strings.
 //! - [`parse_time`]: nginx's time syntax (`ngx_parse_time`).
 //! - [`finish_context`]: the rules across directives, checked when an
 //!   `http {}` or `stream {}` context is complete, and the layout of its
@@ -17,17 +21,27 @@
 mod check;
 mod context;
 mod directives;
+mod escape;
+mod http;
 mod time;
 
 use std::fmt;
 
 pub use check::parse_check;
 pub use context::{
-    finish_context, Diagnostic, Directive, Finished, PeerFacts, UpstreamFacts, ZoneLayout,
+    finish_context, Diagnostic, Directive, Finished, HttpDirectives, PeerFacts, UpstreamFacts,
+    ZoneLayout,
 };
 pub use directives::{
     parse_keepalive_requests, parse_shm_size, parse_status_directive, parse_vnswrr, StatusConf,
     VnswrrConf,
+};
+pub use escape::unescape;
+pub(crate) use http::{is_token, TOKEN_SYNTAX};
+pub use http::{
+    parse_buffer_size, parse_http_expect_alive, parse_http_header, parse_http_request,
+    parse_http_send, HttpSend, StatusClasses, BUFFER_SIZE_DEFAULT, BUFFER_SIZE_MAX,
+    BUFFER_SIZE_MIN, HOST_WARNING,
 };
 pub use time::parse_time;
 
@@ -58,6 +72,9 @@ pub enum CheckType {
     Tcp,
     /// Send one datagram; only a confirmed ECONNREFUSED fails.
     Udp,
+    /// Send an HTTP request, judge the response's status line, headers
+    /// and (with a `check_match` block that tests it) body.
+    Http,
 }
 
 impl CheckType {
@@ -66,6 +83,7 @@ impl CheckType {
         match self {
             CheckType::Tcp => "tcp",
             CheckType::Udp => "udp",
+            CheckType::Http => "http",
         }
     }
 
@@ -79,9 +97,29 @@ impl CheckType {
             CheckType::Tcp => &Reason::CONNECTION,
             // Only a confirmed ICMP port unreachable fails a UDP round.
             CheckType::Udp => &[Reason::Unreachable],
+            // The connection's reasons, then the response's.
+            CheckType::Http => &HTTP_REASONS,
         }
     }
 }
+
+/// [`Reason::CONNECTION`], then what a response can fail with.
+const HTTP_REASONS: [crate::reason::Reason; 9] = {
+    use crate::reason::Reason;
+    let response = [Reason::Status, Reason::Mismatch, Reason::Invalid];
+    let mut all = [Reason::Refused; 9];
+    let mut i = 0;
+    while i < Reason::CONNECTION.len() {
+        all[i] = Reason::CONNECTION[i];
+        i += 1;
+    }
+    let mut j = 0;
+    while j < response.len() {
+        all[i + j] = response[j];
+        j += 1;
+    }
+    all
+};
 
 /// The `reuse=` parameter as written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -135,6 +173,10 @@ pub struct CheckConf {
     /// connection: `None` when neither reuse nor keepalive is on;
     /// `Some(u64::MAX)` = no age limit.
     pub rehandshake_ms: Option<u64>,
+    /// `match=NAME`: the `check_match` block that judges the answer, as
+    /// written (checked against the context's blocks by
+    /// [`finish_context`]).
+    pub match_block: Option<Vec<u8>>,
 }
 
 impl CheckConf {
@@ -218,6 +260,17 @@ mod tests {
     fn check_type_names() {
         assert_eq!(CheckType::Tcp.as_str(), "tcp");
         assert_eq!(CheckType::Udp.as_str(), "udp");
+        assert_eq!(CheckType::Http.as_str(), "http");
+    }
+
+    #[test]
+    fn http_fails_for_the_connection_and_the_response() {
+        use crate::reason::Reason;
+        let r = CheckType::Http.failure_reasons();
+        assert_eq!(r[..6], Reason::CONNECTION);
+        assert_eq!(r[6..], [Reason::Status, Reason::Mismatch, Reason::Invalid]);
+        assert_eq!(CheckType::Tcp.failure_reasons(), Reason::CONNECTION);
+        assert_eq!(CheckType::Udp.failure_reasons(), [Reason::Unreachable]);
     }
 
     #[test]

@@ -5,6 +5,7 @@ pub mod conf;
 pub mod health;
 pub mod http;
 pub mod identity;
+pub mod matcher;
 pub mod ptrmap;
 pub mod reason;
 pub mod schedule;

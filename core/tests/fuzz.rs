@@ -676,6 +676,8 @@ struct CheckGen {
     port: Option<(String, Option<u64>)>,
     reuse: Option<(String, Option<u64>)>,
     keepalive: Option<KeepaliveGen>,
+    /// `match=` with this value (empty: an error).
+    match_block: Option<&'static str>,
     /// Repeat the n-th argument (an error).
     dup: Option<usize>,
     /// An unknown or value-less argument (an error).
@@ -704,6 +706,9 @@ impl CheckGen {
         }
         if let Some(k) = &self.keepalive {
             args.push(format!("keepalive={}", k.text()));
+        }
+        if let Some(m) = self.match_block {
+            args.push(format!("match={m}"));
         }
         if let Some(i) = self.dup {
             if !args.is_empty() {
@@ -745,7 +750,13 @@ impl CheckGen {
         let check_type = match self.check_type {
             None | Some("tcp") => CheckType::Tcp,
             Some("udp") => CheckType::Udp,
+            Some("http") => CheckType::Http,
             Some(_) => return None,
+        };
+        let match_block = match self.match_block {
+            None => None,
+            Some("") => return None,
+            Some(m) => Some(m.as_bytes().to_vec()),
         };
         let reuse = match &self.reuse {
             None => Reuse::Off,
@@ -884,6 +895,7 @@ impl CheckGen {
             reuse,
             keepalive,
             rehandshake_ms,
+            match_block,
         })
     }
 }
@@ -928,6 +940,7 @@ fn check_gen() -> impl Strategy<Value = CheckGen> {
             opt(0.2, dec_text()),
             opt(0.4, reuse),
             opt(0.5, keepalive_gen()),
+            opt(0.2, prop::sample::select(vec!["m", "ok", "", "a=b"])),
         ),
         opt(0.05, any::<usize>()),
         opt(
@@ -947,7 +960,7 @@ fn check_gen() -> impl Strategy<Value = CheckGen> {
         .prop_map(
             |(
                 (interval, timeout, fall, rise),
-                (default_down, check_type, port, reuse, keepalive),
+                (default_down, check_type, port, reuse, keepalive, match_block),
                 dup,
                 stranger,
             )| CheckGen {
@@ -960,6 +973,7 @@ fn check_gen() -> impl Strategy<Value = CheckGen> {
                 port,
                 reuse,
                 keepalive,
+                match_block,
                 dup,
                 stranger,
             },
@@ -968,7 +982,7 @@ fn check_gen() -> impl Strategy<Value = CheckGen> {
 
 /// Every value valid on its own: only the cross-parameter rules (timeout
 /// below interval, periods above interval, idle below the period, intvl
-/// at most idle, tcp-only options) decide.
+/// at most idle, options for tcp and http only) decide.
 fn clean_check_gen() -> impl Strategy<Value = CheckGen> {
     let interval = prop_oneof![
         100u64..3000,
@@ -1017,16 +1031,20 @@ fn clean_check_gen() -> impl Strategy<Value = CheckGen> {
         ),
         (
             opt(0.3, prop::sample::select(vec!["true", "false"])),
-            opt(0.3, prop::sample::select(vec!["tcp", "tcp", "tcp", "udp"])),
+            opt(
+                0.3,
+                prop::sample::select(vec!["tcp", "tcp", "tcp", "udp", "http"]),
+            ),
             opt(0.2, (1u64..=65_535).prop_map(|n| (n.to_string(), Some(n)))),
             opt(0.5, reuse),
             opt(0.6, keepalive),
+            opt(0.2, prop::sample::select(vec!["m", "ok_200"])),
         ),
     )
         .prop_map(
             |(
                 (interval, timeout, fall, rise),
-                (default_down, check_type, port, reuse, keepalive),
+                (default_down, check_type, port, reuse, keepalive, match_block),
             )| {
                 CheckGen {
                     interval,
@@ -1038,6 +1056,7 @@ fn clean_check_gen() -> impl Strategy<Value = CheckGen> {
                     port,
                     reuse,
                     keepalive,
+                    match_block,
                     dup: None,
                     stranger: None,
                 }
@@ -1100,6 +1119,7 @@ fn check_arg_bytes() -> impl Strategy<Value = Vec<u8>> {
         "port=",
         "reuse=",
         "keepalive=",
+        "match=",
         "",
     ]);
     prop_oneof![
@@ -3251,4 +3271,536 @@ proptest! {
             prop_assert_eq!(seen2.body, seen.body);
         }
     }
+}
+
+// ---- check_match and http request ----
+//
+// check_match tests parsed from arbitrary words, \xHH decoding, the built
+// HTTP request, the host of a server line, evaluation of responses against
+// an oracle written from the matcher's documented rules, and expect on a
+// growing answer. The `regex` crate stands in for nginx's PCRE.
+
+use healthcheck_core::http::request::{build_request, host_of_server, HttpRequest};
+use healthcheck_core::matcher::{
+    self, Expect, ExpectProgress, HeadView, HeaderCond, MatchBlock, RegexSet, Test,
+};
+use healthcheck_core::reason::Reason as MatchReason;
+
+/// The words a test line is made of, and near misses.
+fn match_word() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        2 => hostile_bytes(12),
+        3 => prop::sample::select(vec![
+            "status", "header", "body", "send", "expect", "!", "=", "!=", "~", "~*", "!~",
+            "!~*", "200", "100", "599", "600", "099", "200-399", "399-200", "500-599", "-",
+            "X-A", "x-a", "Host", "ok", "\\x41", "\\x0", "\\xzz", "", "~~",
+        ])
+        .prop_map(|s| s.as_bytes().to_vec()),
+        1 => "[0-9]{1,4}(-[0-9]{0,4})?".prop_map(String::into_bytes),
+    ]
+}
+
+/// The test stand-in for nginx's PCRE over a block's expressions; an
+/// expression the `regex` crate cannot compile never matches.
+struct StandIn(Vec<Option<regex::bytes::Regex>>);
+
+impl StandIn {
+    fn new(b: &MatchBlock) -> StandIn {
+        StandIn(
+            b.regexes()
+                .map(|(_, source, caseless)| {
+                    std::str::from_utf8(source).ok().and_then(|s| {
+                        regex::bytes::RegexBuilder::new(s)
+                            .case_insensitive(caseless)
+                            .build()
+                            .ok()
+                    })
+                })
+                .collect(),
+        )
+    }
+}
+
+impl RegexSet for StandIn {
+    fn is_match(&self, id: usize, subject: &[u8]) -> bool {
+        self.0[id].as_ref().is_some_and(|r| r.is_match(subject))
+    }
+}
+
+/// A header test of the oracle: (name, condition) with literal regexes.
+#[derive(Clone, Debug)]
+enum HeaderGen {
+    Present,
+    Absent,
+    Eq(String),
+    Ne(String),
+    /// (literal, caseless, negated)
+    Re(String, bool, bool),
+}
+
+#[derive(Clone, Debug)]
+enum TestGen {
+    Status(bool, Vec<(u16, u16)>),
+    Header(String, HeaderGen),
+    /// (literal, caseless, negated)
+    Body(String, bool, bool),
+}
+
+impl TestGen {
+    fn words(&self) -> Vec<String> {
+        let re = |lit: &str| regex::escape(lit);
+        let mut w = Vec::new();
+        match self {
+            TestGen::Status(neg, ranges) => {
+                w.push("status".to_string());
+                if *neg {
+                    w.push("!".into());
+                }
+                for (lo, hi) in ranges {
+                    w.push(if lo == hi {
+                        lo.to_string()
+                    } else {
+                        format!("{lo}-{hi}")
+                    });
+                }
+            }
+            TestGen::Header(name, h) => {
+                w.push("header".into());
+                match h {
+                    HeaderGen::Present => w.push(name.clone()),
+                    HeaderGen::Absent => w.extend(["!".into(), name.clone()]),
+                    HeaderGen::Eq(v) => w.extend([name.clone(), "=".into(), v.clone()]),
+                    HeaderGen::Ne(v) => w.extend([name.clone(), "!=".into(), v.clone()]),
+                    HeaderGen::Re(lit, ci, neg) => {
+                        let op = match (neg, ci) {
+                            (false, false) => "~",
+                            (false, true) => "~*",
+                            (true, false) => "!~",
+                            (true, true) => "!~*",
+                        };
+                        w.extend([name.clone(), op.into(), re(lit)]);
+                    }
+                }
+            }
+            TestGen::Body(lit, ci, neg) => {
+                let op = match (neg, ci) {
+                    (false, false) => "~",
+                    (false, true) => "~*",
+                    (true, false) => "!~",
+                    (true, true) => "!~*",
+                };
+                w.extend(["body".into(), op.into(), re(lit)]);
+            }
+        }
+        w
+    }
+
+    /// The documented rule, on plain strings.
+    fn passes(&self, status: u16, headers: &[(String, String)], body: &str) -> bool {
+        let contains = |hay: &str, lit: &str, ci: bool| {
+            if ci {
+                hay.to_lowercase().contains(&lit.to_lowercase())
+            } else {
+                hay.contains(lit)
+            }
+        };
+        match self {
+            TestGen::Status(neg, ranges) => {
+                ranges.iter().any(|&(lo, hi)| lo <= status && status <= hi) != *neg
+            }
+            TestGen::Header(name, h) => {
+                let vals: Vec<&str> = headers
+                    .iter()
+                    .filter(|(n, _)| n.eq_ignore_ascii_case(name))
+                    .map(|(_, v)| v.as_str())
+                    .collect();
+                match h {
+                    HeaderGen::Present => !vals.is_empty(),
+                    HeaderGen::Absent => vals.is_empty(),
+                    HeaderGen::Eq(v) => vals.contains(&v.as_str()),
+                    HeaderGen::Ne(v) => !vals.contains(&v.as_str()),
+                    HeaderGen::Re(lit, ci, neg) => {
+                        vals.iter().any(|x| contains(x, lit, *ci)) != *neg
+                    }
+                }
+            }
+            TestGen::Body(lit, ci, neg) => contains(body, lit, *ci) != *neg,
+        }
+    }
+}
+
+fn test_gen() -> impl Strategy<Value = TestGen> {
+    let name = || prop::sample::select(vec!["X-A", "x-a", "X-B", "Server"]).prop_map(String::from);
+    let value =
+        || prop::sample::select(vec!["1", "2", "up", "UP", "down", ""]).prop_map(String::from);
+    let lit =
+        || prop::sample::select(vec!["up", "UP", "ok", "a.b", "(x)", "+"]).prop_map(String::from);
+    let code = prop_oneof![
+        100u16..=599,
+        prop::sample::select(vec![200u16, 204, 301, 404, 500, 503])
+    ];
+    let range = (code, 0u16..120).prop_map(|(lo, w)| (lo, (lo + w).min(599)));
+    prop_oneof![
+        (any::<bool>(), vec(range, 1..4)).prop_map(|(n, r)| TestGen::Status(n, r)),
+        (
+            name(),
+            prop_oneof![
+                Just(HeaderGen::Present),
+                Just(HeaderGen::Absent),
+                value().prop_map(HeaderGen::Eq),
+                value().prop_map(HeaderGen::Ne),
+                (lit(), any::<bool>(), any::<bool>()).prop_map(|(l, c, n)| HeaderGen::Re(l, c, n)),
+            ]
+        )
+            .prop_map(|(n, h)| TestGen::Header(n, h)),
+        (lit(), any::<bool>(), any::<bool>()).prop_map(|(l, c, n)| TestGen::Body(l, c, n)),
+    ]
+}
+
+fn response_gen() -> impl Strategy<Value = (u16, Vec<(String, String)>, String)> {
+    let name = prop::sample::select(vec!["X-A", "x-a", "X-A", "X-B", "server", "Other"]);
+    let value = prop::sample::select(vec!["1", "2", "up", "UP", "down", "", "a.b", "(x)+"]);
+    (
+        prop_oneof![
+            100u16..=599,
+            0u16..1000,
+            prop::sample::select(vec![200u16, 204, 404, 500])
+        ],
+        vec(
+            (name, value).prop_map(|(n, v)| (n.to_string(), v.to_string())),
+            0..5,
+        ),
+        prop::sample::select(vec![
+            "", "up", "all UP", "ok", "a.b", "axb", "(x)", "+", "down",
+        ])
+        .prop_map(String::from),
+    )
+}
+
+fn words_of(line: &[String]) -> Vec<&[u8]> {
+    line.iter().map(|w| w.as_bytes()).collect()
+}
+
+/// A request the conf parsers accept, from bytes that are mostly valid.
+fn fuzz_request() -> impl Strategy<Value = HttpRequest> {
+    let method = prop_oneof!["[A-Z]{1,10}".prop_map(String::into_bytes), hostile_bytes(8),];
+    let uri = prop_oneof![
+        "/[!-~]{0,30}".prop_map(String::into_bytes),
+        hostile_bytes(16).prop_map(|v| [&b"/"[..], &v].concat()),
+    ];
+    let header = (
+        prop_oneof![
+            "[A-Za-z0-9!#$%&'*+.^_`|~-]{1,16}".prop_map(String::into_bytes),
+            prop::sample::select(vec![
+                "Host",
+                "HOST",
+                "user-agent",
+                "Accept",
+                "connection",
+                "X"
+            ])
+            .prop_map(|s| s.as_bytes().to_vec()),
+            hostile_bytes(10),
+        ],
+        hostile_bytes(20),
+    );
+    (method, uri, vec(header, 0..8)).prop_map(|(m, u, hs)| {
+        let mut req = HttpRequest::default();
+        if let Ok((m, u)) = conf::parse_http_request(&[&m, &u]) {
+            (req.method, req.uri) = (m, u);
+        }
+        for (n, v) in hs {
+            if let Ok((n, v)) = conf::parse_http_header(&[&n, &v]) {
+                req.set_header(n, v);
+            }
+        }
+        req
+    })
+}
+
+/// A server line's address as nginx would accept it (no spaces, no
+/// controls), or hostile bytes without CR and LF.
+fn server_name() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        "[a-z0-9.-]{1,20}(:[0-9]{1,5})?".prop_map(String::into_bytes),
+        "\\[[0-9a-f:]{2,20}\\](:[0-9]{1,5})?".prop_map(String::into_bytes),
+        "[0-9a-f]{1,4}(:[0-9a-f]{0,4}){2,7}".prop_map(String::into_bytes),
+        "unix:/[a-z/.]{1,20}".prop_map(String::into_bytes),
+        hostile_bytes(24).prop_map(|v| v
+            .into_iter()
+            .filter(|b| !matches!(b, b'\r' | b'\n'))
+            .collect()),
+    ]
+}
+
+proptest! {
+    #![proptest_config(cfg(800))]
+
+    #[test]
+    fn match_parse_test_never_panics(first in match_word(), rest in vec(match_word(), 0..5)) {
+        let mut args: Vec<&[u8]> = vec![&first];
+        args.extend(rest.iter().map(Vec::as_slice));
+        match matcher::parse_test(&args) {
+            Ok(t) => {
+                prop_assert_eq!(t.name().as_bytes(), args[0]);
+                match &t {
+                    Test::Status { ranges, .. } => {
+                        prop_assert!(!ranges.is_empty());
+                        for &(lo, hi) in ranges {
+                            prop_assert!(matcher::STATUS_MIN <= lo && lo <= hi && hi <= matcher::STATUS_MAX);
+                        }
+                    }
+                    Test::Send(s) | Test::Expect(Expect::Prefix(s)) => prop_assert!(!s.is_empty()),
+                    Test::Header { name, cond } => {
+                        // A token (`header ! !` is "no header named !").
+                        prop_assert!(!name.is_empty());
+                        prop_assert!(name.iter().all(|&b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)));
+                        if let HeaderCond::Matches(r) | HeaderCond::NotMatches(r) = cond {
+                            prop_assert!(!r.source.is_empty());
+                        }
+                    }
+                    Test::Body { regex, .. } | Test::Expect(Expect::Regex(regex)) => {
+                        prop_assert!(!regex.source.is_empty())
+                    }
+                }
+                // A block of it is valid for exactly the types it fits.
+                let b = MatchBlock { name: b"m".to_vec(), tests: vec![t.clone()] };
+                for ty in [CheckType::Tcp, CheckType::Udp, CheckType::Http] {
+                    prop_assert_eq!(b.validate(ty).is_ok(), t.fits(ty));
+                }
+            }
+            Err(e) => {
+                assert_one_line(&e.0)?;
+                let test = conf_printable(args[0]);
+                let quotes = args.iter().any(|a| e.0.starts_with(&format!("invalid value \"{}\" in \"{test}\" test: ", conf_printable(a))));
+                prop_assert!(
+                    quotes
+                        || e.0 == format!("invalid number of arguments in \"{test}\" test")
+                        || e.0.starts_with(&format!("unknown test \"{test}\" in check_match")),
+                    "{:?} for {:?}", e.0, args
+                );
+            }
+        }
+    }
+
+}
+
+proptest! {
+    #![proptest_config(cfg(3000))]
+
+    #[test]
+    fn match_unescape_round_trips(v in hostile_bytes(40), forms in vec(0u8..3, 40)) {
+        // Each byte written as itself (unless it is a backslash), as \xhh
+        // or as \xHH.
+        let mut text = Vec::new();
+        for (i, &b) in v.iter().enumerate() {
+            match forms.get(i).copied().unwrap_or(1) {
+                0 if b != b'\\' => text.push(b),
+                2 => text.extend_from_slice(format!("\\x{b:02X}").as_bytes()),
+                _ => text.extend_from_slice(format!("\\x{b:02x}").as_bytes()),
+            }
+        }
+        prop_assert_eq!(conf::unescape(&text), Ok(v));
+    }
+
+    #[test]
+    fn match_unescape_every_byte(b: u8, upper: bool) {
+        let t = if upper { format!("\\x{b:02X}") } else { format!("\\x{b:02x}") };
+        prop_assert_eq!(conf::unescape(t.as_bytes()), Ok(vec![b]));
+        // Not two hex digits after \x: an error naming the offset.
+        if !b.is_ascii_hexdigit() {
+            let bad = [&b"ab\\x"[..], &[b], b"0"].concat();
+            prop_assert_eq!(
+                conf::unescape(&bad).unwrap_err(),
+                "\\x at byte 2 must be followed by two hex digits (\\x0d, \\xff)".to_string()
+            );
+        }
+    }
+
+}
+
+proptest! {
+    #![proptest_config(cfg(1000))]
+
+    #[test]
+    fn http_build_request_is_well_framed(req in fuzz_request(), name in server_name(),
+                                         port: u16, https: bool, keep_alive: bool) {
+        let (host, own_port) = host_of_server(&name);
+        let default_port = if https { 443 } else { 80 };
+        let port = own_port.unwrap_or(port);
+        let r = build_request(&req, host, port, default_port, keep_alive);
+        prop_assert!(r.ends_with(b"\r\n\r\n"));
+        prop_assert_eq!(r.windows(4).position(|w| w == b"\r\n\r\n"), Some(r.len() - 4));
+        let head = &r[..r.len() - 4];
+        let lines: Vec<&[u8]> = head.split(|&b| b == b'\n').collect();
+        for (i, l) in lines.iter().enumerate() {
+            let l = if i + 1 < lines.len() { l.strip_suffix(b"\r").unwrap_or(l) } else { l };
+            prop_assert!(!l.contains(&b'\r') && !l.contains(&b'\n'), "bare CR in {:?}", String::from_utf8_lossy(l));
+            prop_assert!(!l.is_empty());
+        }
+        for l in &lines[..lines.len() - 1] {
+            prop_assert!(l.ends_with(b"\r"));
+        }
+        let want_line = [&req.method[..], b" ", &req.uri, b" HTTP/1.1"].concat();
+        prop_assert_eq!(lines[0].strip_suffix(b"\r").unwrap_or(lines[0]), &want_line[..]);
+        let mut parsed: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+        for l in &lines[1..] {
+            let l = l.strip_suffix(b"\r").unwrap_or(l);
+            let colon = l.iter().position(|&b| b == b':');
+            prop_assert!(colon.is_some());
+            let c = colon.unwrap();
+            prop_assert_eq!(&l[c..c + 2], b": ");
+            parsed.push((l[..c].to_ascii_lowercase(), l[c + 2..].to_vec()));
+        }
+        let count = |n: &[u8]| parsed.iter().filter(|(x, _)| x == n).count();
+        prop_assert_eq!(count(b"host"), 1);
+        prop_assert_eq!(count(b"user-agent"), 1);
+        prop_assert_eq!(count(b"accept"), 1);
+        prop_assert_eq!(count(b"connection"), 1);
+        let given = |n: &[u8]| req.headers.iter().find(|(x, _)| x.eq_ignore_ascii_case(n)).map(|(_, v)| v.clone());
+        // The Host value: configured, or the host (bracketed if IPv6) and
+        // the port unless it is the default.
+        let mut host_value = host.to_vec();
+        if host.contains(&b':') && !host.starts_with(b"[") {
+            host_value = [&b"["[..], host, b"]"].concat();
+        }
+        if port != default_port {
+            host_value.extend_from_slice(format!(":{port}").as_bytes());
+        }
+        let host_line = parsed.iter().find(|(n, _)| n == b"host").unwrap();
+        prop_assert_eq!(&host_line.1, &given(b"host").unwrap_or(host_value));
+        let conn = parsed.iter().find(|(n, _)| n == b"connection").unwrap();
+        let want_conn = given(b"connection").unwrap_or_else(|| if keep_alive { b"keep-alive".to_vec() } else { b"close".to_vec() });
+        prop_assert_eq!(&conn.1, &want_conn);
+        prop_assert_eq!(parsed.len(), 4 + req.headers.iter().filter(|(n, _)| {
+            !["host", "user-agent", "accept", "connection"].iter().any(|d| n.eq_ignore_ascii_case(d.as_bytes()))
+        }).count());
+    }
+
+}
+
+proptest! {
+    #![proptest_config(cfg(3000))]
+
+    #[test]
+    fn http_host_of_server_contract(name in server_name()) {
+        let (host, port) = host_of_server(&name);
+        prop_assert!(port != Some(0));
+        if name.is_empty() || name.starts_with(b"unix:") {
+            prop_assert_eq!((host, port), (&b"localhost"[..], None));
+        } else {
+            prop_assert!(name.starts_with(host));
+            if let Some(p) = port {
+                // `:` and the port in decimal, perhaps with leading zeros.
+                let rest = &name[host.len()..];
+                prop_assert_eq!(rest[0], b':');
+                let digits = std::str::from_utf8(&rest[1..]).unwrap();
+                prop_assert!(digits.bytes().all(|b| b.is_ascii_digit()));
+                prop_assert_eq!(digits.trim_start_matches('0'), p.to_string());
+            }
+        }
+    }
+
+}
+
+proptest! {
+    #![proptest_config(cfg(800))]
+
+    #[test]
+    fn match_evaluate_http_matches_the_oracle(tests in vec(test_gen(), 1..5), resp in response_gen()) {
+        let (status, headers, body) = resp;
+        let parsed: Vec<Test> = tests
+            .iter()
+            .map(|t| matcher::parse_test(&words_of(&t.words())).unwrap())
+            .collect();
+        let b = MatchBlock { name: b"m".to_vec(), tests: parsed };
+        prop_assert_eq!(b.validate(CheckType::Http), Ok(()));
+        let hs: Vec<(Vec<u8>, Vec<u8>)> = headers.iter().map(|(n, v)| (n.clone().into_bytes(), v.clone().into_bytes())).collect();
+        let head = HeadView { status, headers: &hs };
+        let got = b.evaluate_http(&head, body.as_bytes(), &StandIn::new(&b));
+        let status_ok = tests.iter().filter(|t| matches!(t, TestGen::Status(..))).all(|t| t.passes(status, &headers, &body));
+        let rest_ok = tests.iter().filter(|t| !matches!(t, TestGen::Status(..))).all(|t| t.passes(status, &headers, &body));
+        let want = if !status_ok { Err(MatchReason::Status) } else if !rest_ok { Err(MatchReason::Mismatch) } else { Ok(()) };
+        prop_assert_eq!(got, want);
+        prop_assert_eq!(b.needs_body(), tests.iter().any(|t| matches!(t, TestGen::Body(..))));
+        // The same through http_verdict, whatever the classes.
+        let v = matcher::http_verdict(Some(&b), conf::StatusClasses::NONE, &head, body.as_bytes(), &StandIn::new(&b));
+        prop_assert_eq!(v, want);
+    }
+
+}
+
+proptest! {
+    #![proptest_config(cfg(2000))]
+
+    #[test]
+    fn match_expect_literal_is_split_invariant(
+        // (not empty, without rejecting cases: `expect ""` is an error)
+        literal in prop_oneof![
+            (any::<u8>(), hostile_bytes(8)).prop_map(|(b, v)| [vec![b], v].concat()),
+            vec(any::<u8>(), 1..4),
+        ],
+        tail in hostile_bytes(16),
+        take: bool,
+        cut in 0usize..8,
+    ) {
+        // The answer starts with the literal, with a damaged copy, or with
+        // anything.
+        let answer = match (take, cut % 3) {
+            (true, _) => [literal.clone(), tail].concat(),
+            (false, 0) => tail,
+            (false, _) => {
+                let mut l = literal.clone();
+                let i = cut % l.len();
+                l[i] = l[i].wrapping_add(1);
+                [l, tail].concat()
+            }
+        };
+        let escaped: String = literal.iter().map(|b| format!("\\x{b:02x}")).collect();
+        let t = matcher::parse_test(&[b"expect", escaped.as_bytes()]).unwrap();
+        let b = MatchBlock { name: b"m".to_vec(), tests: vec![Test::Send(b"x".to_vec()), t] };
+        let rx = StandIn::new(&b);
+        let mut last = ExpectProgress::NeedMore;
+        for n in 0..=answer.len() {
+            let p = b.expect_progress(&answer[..n], &rx, false);
+            match (last, p) {
+                (ExpectProgress::Failed, ExpectProgress::Failed)
+                | (ExpectProgress::Matched, ExpectProgress::Matched)
+                | (ExpectProgress::NeedMore, _) => {}
+                (a, b) => prop_assert!(false, "{:?} then {:?} at {}", a, b, n),
+            }
+            // NeedMore only while a proper prefix of the literal.
+            prop_assert_eq!(p == ExpectProgress::NeedMore, n < literal.len() && literal.starts_with(&answer[..n]));
+            // Complete: always decided.
+            let done = b.expect_progress(&answer[..n], &rx, true);
+            prop_assert_eq!(done == ExpectProgress::Matched, answer[..n].starts_with(&literal));
+            prop_assert!(done != ExpectProgress::NeedMore);
+            last = p;
+        }
+    }
+
+    #[test]
+    fn match_expect_regex_waits_for_the_end(lit in "[a-z+]{1,6}", answer in "[a-z+ ]{0,20}", complete: bool) {
+        let source = regex::escape(&lit);
+        let t = matcher::parse_test(&[b"expect", b"~", source.as_bytes()]).unwrap();
+        let b = MatchBlock { name: b"m".to_vec(), tests: vec![t] };
+        let p = b.expect_progress(answer.as_bytes(), &StandIn::new(&b), complete);
+        let want = if answer.contains(&lit) {
+            ExpectProgress::Matched
+        } else if complete {
+            ExpectProgress::Failed
+        } else {
+            ExpectProgress::NeedMore
+        };
+        prop_assert_eq!(p, want);
+    }
+}
+
+/// Found by `http_host_of_server_contract` while it was written: a port
+/// with a leading zero (`-:01`) is the port nginx reads (`ngx_atoi`: 1),
+/// not dropped.
+#[test]
+fn http_host_of_server_leading_zero_port() {
+    assert_eq!(host_of_server(b"-:01"), (&b"-"[..], Some(1)));
+    assert_eq!(host_of_server(b"[::1]:0080"), (&b"[::1]"[..], Some(80)));
 }

@@ -34,7 +34,7 @@ const DEFAULT_KEEPALIVE_INTVL_S: u32 = 1;
 const DEFAULT_KEEPALIVE_CNT: u32 = 3;
 
 /// Every parameter name `check` knows.
-const PARAMETERS: [&str; 9] = [
+const PARAMETERS: [&str; 10] = [
     "interval",
     "fall",
     "rise",
@@ -44,6 +44,7 @@ const PARAMETERS: [&str; 9] = [
     "port",
     "reuse",
     "keepalive",
+    "match",
 ];
 
 /// How to write a time in nginx's seconds syntax, for error messages.
@@ -111,6 +112,7 @@ struct Params<'a> {
     reuse: Option<Given<'a, Reuse>>,
     /// `Some(Given { value: None })` is an explicit `keepalive=off`.
     keepalive: Option<Given<'a, Option<KeepaliveSpec>>>,
+    match_block: Option<Given<'a, Vec<u8>>>,
 }
 
 /// Stores a parsed parameter, refusing a second occurrence.
@@ -165,7 +167,8 @@ impl<'a> Params<'a> {
             b"type" => store(&mut self.check_type, arg, "type", || match value {
                 b"tcp" => Ok(CheckType::Tcp),
                 b"udp" => Ok(CheckType::Udp),
-                _ => Err("only type=tcp and type=udp are supported".into()),
+                b"http" => Ok(CheckType::Http),
+                _ => Err("only type=tcp, type=udp and type=http are supported".into()),
             }),
             b"port" => store(&mut self.port, arg, "port", || {
                 parse_count(value, "port", 1, u16::MAX)
@@ -173,6 +176,10 @@ impl<'a> Params<'a> {
             b"reuse" => store(&mut self.reuse, arg, "reuse", || parse_reuse(value)),
             b"keepalive" => store(&mut self.keepalive, arg, "keepalive", || {
                 parse_keepalive(value)
+            }),
+            b"match" => store(&mut self.match_block, arg, "match", || match value {
+                b"" => Err("match must name a check_match block (match=NAME)".into()),
+                _ => Ok(value.to_vec()),
             }),
             _ => Err(invalid(arg, "unknown parameter")),
         }
@@ -185,10 +192,10 @@ impl<'a> Params<'a> {
 
         if check_type == CheckType::Udp {
             if let Some(g) = self.reuse.as_ref().filter(|g| g.value != Reuse::Off) {
-                return Err(invalid(g.arg, "reuse requires type=tcp"));
+                return Err(invalid(g.arg, "reuse requires type=tcp or type=http"));
             }
             if let Some(g) = self.keepalive.as_ref().filter(|g| g.value.is_some()) {
-                return Err(invalid(g.arg, "keepalive requires type=tcp"));
+                return Err(invalid(g.arg, "keepalive requires type=tcp or type=http"));
             }
         }
 
@@ -246,6 +253,7 @@ impl<'a> Params<'a> {
             reuse,
             keepalive,
             rehandshake_ms,
+            match_block: self.match_block.map(|g| g.value),
         })
     }
 }

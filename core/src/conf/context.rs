@@ -3,23 +3,43 @@
 //! and what the context's shared zone holds.
 //!
 //! The nginx glue gathers plain facts about each upstream block
-//! ([`UpstreamFacts`]), calls [`finish_context`], and logs every
-//! [`Diagnostic`] at the remembered position of the directive it names
-//! (its [`Directive`]), as `ngx_conf_log_error` would have.
+//! ([`UpstreamFacts`]) and the context's `check_match` blocks, calls
+//! [`finish_context`], and logs every [`Diagnostic`] at the remembered
+//! position of the directive it names (its [`Directive`]), as
+//! `ngx_conf_log_error` would have.
 //!
-//! The rules, in the order they are checked (upstreams in configuration
-//! order; the first error ends the check, warnings found before it are
-//! still reported):
+//! The rules, in the order they are checked (the first error ends the
+//! check, warnings found before it are still reported):
 //!
-//! 1. `check_keepalive_requests` without `check ... reuse=on` has no
+//! 1. Each `check_match` block, in configuration order: a name an earlier
+//!    block has, an empty block, or more than one `send` or `expect`: an
+//!    error at the block.
+//!
+//! Then each upstream, in configuration order:
+//!
+//! 2. `check_keepalive_requests` without `check ... reuse=on` has no
 //!    effect: a warning at `check_keepalive_requests`.
-//! 2. `check ... port=n` in an upstream with a unix-socket server: an
+//! 3. `check ... port=n` in an upstream with a unix-socket server: an
 //!    error at `check` (such a server has no port to replace).
-//! 3. `check_shm_size` below what the checked peers need: an error at
+//! 4. `check_http_send`, `check_http_request`, `check_http_header` or
+//!    `check_http_expect_alive` (in this order) without
+//!    `check ... type=http`: an error at that directive.
+//! 5. `check_http_send` with `check_http_request` or `check_http_header`
+//!    (the raw request replaces the one they build): an error at
+//!    `check_http_send`.
+//! 6. `check ... match=NAME` without a block of that name, or with a block
+//!    whose tests do not fit the check's type: an error at `check`.
+//! 7. `check_http_expect_alive` with `match=` (the block decides alone):
+//!    a warning at `check_http_expect_alive`.
+//!
+//! And last:
+//!
+//! 8. `check_shm_size` below what the checked peers need: an error at
 //!    `check_shm_size`.
 
-use super::{CheckConf, ConfError, Reuse};
+use super::{CheckConf, CheckType, ConfError, Reuse};
 use crate::identity::identity_hash;
+use crate::matcher::{misfit_reason, MatchBlock};
 use crate::status::Group;
 
 /// One checked peer of an upstream: a resolved address of a server line
@@ -45,6 +65,22 @@ pub struct UpstreamFacts<'a> {
     pub keepalive_requests: Option<u32>,
     /// Its checked peers, in nginx's order (only read when it has `check`).
     pub peers: Vec<PeerFacts<'a>>,
+    /// Which `check_http_*` directives it has.
+    pub http: HttpDirectives,
+}
+
+/// Which of the directives of http checks an upstream has (the rules only
+/// ask whether each is there).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HttpDirectives {
+    /// `check_http_send`.
+    pub send: bool,
+    /// `check_http_request`.
+    pub request: bool,
+    /// `check_http_header` (one or more).
+    pub header: bool,
+    /// `check_http_expect_alive`.
+    pub expect_alive: bool,
 }
 
 /// The directive a [`Diagnostic`] is about: nginx logs it at the position
@@ -57,6 +93,16 @@ pub enum Directive {
     KeepaliveRequests(usize),
     /// The context's `check_shm_size`.
     ShmSize,
+    /// `check_http_send` of the upstream at this index.
+    HttpSend(usize),
+    /// `check_http_request` of the upstream at this index.
+    HttpRequest(usize),
+    /// The first `check_http_header` of the upstream at this index.
+    HttpHeader(usize),
+    /// `check_http_expect_alive` of the upstream at this index.
+    HttpExpectAlive(usize),
+    /// The `check_match` block at this index of the blocks.
+    Match(usize),
 }
 
 /// A message for `nginx -t`, and where to log it.
@@ -95,23 +141,140 @@ pub struct Finished {
 /// Check the cross-directive rules of one context (see the module
 /// documentation) and lay out its zone.
 ///
-/// `shm_size` is the context's `check_shm_size`; `required_size` gives the
-/// smallest zone that holds a number of checked peers (the zone exists, and
-/// is sized, even without checked peers).
+/// `match_blocks` are the context's `check_match` blocks in configuration
+/// order; `shm_size` is the context's `check_shm_size`; `required_size`
+/// gives the smallest zone that holds a number of checked peers (the zone
+/// exists, and is sized, even without checked peers).
 pub fn finish_context(
     group: Group,
     upstreams: &[UpstreamFacts<'_>],
+    match_blocks: &[MatchBlock],
     shm_size: Option<u64>,
     required_size: impl FnOnce(usize) -> usize,
 ) -> Finished {
     let mut warnings = Vec::new();
-    let result = layout(group, upstreams, shm_size, required_size, &mut warnings);
+    let result = check_blocks(match_blocks).and_then(|()| {
+        layout(
+            group,
+            upstreams,
+            match_blocks,
+            shm_size,
+            required_size,
+            &mut warnings,
+        )
+    });
     Finished { warnings, result }
+}
+
+/// Rule 1: the blocks on their own.
+fn check_blocks(blocks: &[MatchBlock]) -> Result<(), Diagnostic> {
+    for (j, b) in blocks.iter().enumerate() {
+        let at = Directive::Match(j);
+        if blocks[..j].iter().any(|earlier| earlier.name == b.name) {
+            return Err(Diagnostic {
+                at,
+                error: ConfError(format!(
+                    "duplicate check_match \"{}\"",
+                    String::from_utf8_lossy(&b.name)
+                )),
+            });
+        }
+        b.check_shape().map_err(|error| Diagnostic { at, error })?;
+    }
+    Ok(())
+}
+
+/// Rules 4 to 7 for upstream `i`, whose name is `name`.
+fn check_http(
+    i: usize,
+    name: &str,
+    u: &UpstreamFacts<'_>,
+    blocks: &[MatchBlock],
+    warnings: &mut Vec<Diagnostic>,
+) -> Result<(), Diagnostic> {
+    let err = |at, message: String| {
+        Err(Diagnostic {
+            at,
+            error: ConfError(message),
+        })
+    };
+    let h = u.http;
+    let is_http = u.check.is_some_and(|c| c.check_type == CheckType::Http);
+    if !is_http {
+        for (given, at, directive) in [
+            (h.send, Directive::HttpSend(i), "check_http_send"),
+            (h.request, Directive::HttpRequest(i), "check_http_request"),
+            (h.header, Directive::HttpHeader(i), "check_http_header"),
+            (
+                h.expect_alive,
+                Directive::HttpExpectAlive(i),
+                "check_http_expect_alive",
+            ),
+        ] {
+            if given {
+                return err(
+                    at,
+                    format!(
+                        "\"{directive}\" requires \"check ... type=http\" in upstream \"{name}\""
+                    ),
+                );
+            }
+        }
+    }
+    if h.send {
+        for (given, other) in [
+            (h.request, "check_http_request"),
+            (h.header, "check_http_header"),
+        ] {
+            if given {
+                return err(
+                    Directive::HttpSend(i),
+                    format!(
+                        "\"check_http_send\" and \"{other}\" cannot both be used in upstream \
+                         \"{name}\": check_http_send is the whole request"
+                    ),
+                );
+            }
+        }
+    }
+    let Some(check) = u.check else { return Ok(()) };
+    let Some(wanted) = &check.match_block else {
+        return Ok(());
+    };
+    let block_name = String::from_utf8_lossy(wanted);
+    let Some(block) = blocks.iter().find(|b| &b.name == wanted) else {
+        return err(
+            Directive::Check(i),
+            format!("unknown check_match \"{block_name}\" in upstream \"{name}\""),
+        );
+    };
+    if let Some(test) = block.misfit(check.check_type) {
+        return err(
+            Directive::Check(i),
+            format!(
+                "check_match \"{block_name}\" cannot be used by the type={} check of upstream \
+                 \"{name}\": {}",
+                check.check_type.as_str(),
+                misfit_reason(test)
+            ),
+        );
+    }
+    if h.expect_alive {
+        warnings.push(Diagnostic {
+            at: Directive::HttpExpectAlive(i),
+            error: ConfError(format!(
+                "\"check_http_expect_alive\" has no effect in upstream \"{name}\": \
+                 its check uses check_match \"{block_name}\""
+            )),
+        });
+    }
+    Ok(())
 }
 
 fn layout(
     group: Group,
     upstreams: &[UpstreamFacts<'_>],
+    blocks: &[MatchBlock],
     shm_size: Option<u64>,
     required_size: impl FnOnce(usize) -> usize,
     warnings: &mut Vec<Diagnostic>,
@@ -129,8 +292,7 @@ fn layout(
                 )),
             });
         }
-        let Some(check) = u.check else { continue };
-        if check.port != 0 {
+        if let Some(check) = u.check.filter(|c| c.port != 0) {
             if let Some(p) = u.peers.iter().find(|p| p.unix) {
                 return Err(Diagnostic {
                     at: Directive::Check(i),
@@ -143,6 +305,8 @@ fn layout(
                 });
             }
         }
+        check_http(i, &name, u, blocks, warnings)?;
+        let Some(check) = u.check else { continue };
         for p in &u.peers {
             // The effective check port: `port=` naming the server's own
             // port is the same check as no `port=`.

@@ -21,6 +21,12 @@ fn err(line: &str) -> String {
     }
 }
 
+impl CheckConf {
+    fn with_type(self, check_type: CheckType) -> CheckConf {
+        CheckConf { check_type, ..self }
+    }
+}
+
 fn ka(idle_s: u32, intvl_s: u32, cnt: u32) -> Option<KernelKeepalive> {
     Some(KernelKeepalive {
         idle_s,
@@ -44,6 +50,7 @@ fn defaults() {
             reuse: Reuse::Off,
             keepalive: None,
             rehandshake_ms: None,
+            match_block: None,
         }
     );
     assert!(!ok("type=tcp").keeps_connection());
@@ -174,6 +181,7 @@ fn spec_examples_that_parse() {
             reuse: Reuse::Off,
             keepalive: None,
             rehandshake_ms: None,
+            match_block: None,
         }
     );
 
@@ -232,11 +240,12 @@ fn spec_examples_that_fail() {
         ),
         (
             "type=udp reuse=on",
-            "invalid parameter \"reuse=on\": reuse requires type=tcp",
+            "invalid parameter \"reuse=on\": reuse requires type=tcp or type=http",
         ),
         (
-            "type=http",
-            "invalid parameter \"type=http\": only type=tcp and type=udp are supported",
+            "type=ssl_hello",
+            "invalid parameter \"type=ssl_hello\": \
+             only type=tcp, type=udp and type=http are supported",
         ),
     ];
     for (line, message) in cases {
@@ -308,8 +317,14 @@ fn single_parameter_errors() {
             "default_down must be true or false",
         ),
         (
-            &["type=http", "type=TCP", "type=ssl_hello", "type="],
-            "only type=tcp and type=udp are supported",
+            &[
+                "type=HTTP",
+                "type=TCP",
+                "type=ssl_hello",
+                "type=https",
+                "type=",
+            ],
+            "only type=tcp, type=udp and type=http are supported",
         ),
         (
             &["reuse=maybe", "reuse=500ms", "reuse=", "reuse=ON"],
@@ -389,6 +404,11 @@ fn single_parameter_errors() {
             "unknown parameter",
         ),
         (&["interval"], "interval requires a value (interval=...)"),
+        (&["match"], "match requires a value (match=...)"),
+        (
+            &["match="],
+            "match must name a check_match block (match=NAME)",
+        ),
         (&["keepalive"], "keepalive requires a value (keepalive=...)"),
     ];
     for &(args, reason) in groups {
@@ -420,6 +440,8 @@ fn repeated_parameters() {
         ),
         ("reuse=off reuse=on", "reuse=on", "reuse"),
         ("keepalive=off keepalive=on", "keepalive=on", "keepalive"),
+        ("match=a match=b", "match=b", "match"),
+        ("type=http type=tcp", "type=tcp", "type"),
     ] {
         assert_eq!(
             err(line),
@@ -446,23 +468,23 @@ fn cross_parameter_errors_name_the_wrong_value() {
         ),
         (
             "reuse=on type=udp",
-            "invalid parameter \"reuse=on\": reuse requires type=tcp",
+            "invalid parameter \"reuse=on\": reuse requires type=tcp or type=http",
         ),
         (
             "type=udp reuse=on",
-            "invalid parameter \"reuse=on\": reuse requires type=tcp",
+            "invalid parameter \"reuse=on\": reuse requires type=tcp or type=http",
         ),
         (
             "type=udp reuse=30s",
-            "invalid parameter \"reuse=30s\": reuse requires type=tcp",
+            "invalid parameter \"reuse=30s\": reuse requires type=tcp or type=http",
         ),
         (
             "keepalive=on type=udp",
-            "invalid parameter \"keepalive=on\": keepalive requires type=tcp",
+            "invalid parameter \"keepalive=on\": keepalive requires type=tcp or type=http",
         ),
         (
             "type=udp keepalive=off:",
-            "invalid parameter \"keepalive=off:\": keepalive requires type=tcp",
+            "invalid parameter \"keepalive=off:\": keepalive requires type=tcp or type=http",
         ),
         (
             "interval=2000 reuse=1s",
@@ -493,6 +515,61 @@ fn cross_parameter_errors_name_the_wrong_value() {
     for (line, message) in cases {
         assert_eq!(err(line), message, "check {line}");
     }
+}
+
+#[test]
+fn http_type() {
+    let c = ok("type=http");
+    assert_eq!(c.check_type, CheckType::Http);
+    assert_eq!(c.match_block, None);
+    assert!(!c.keeps_connection());
+    let base = ok("type=tcp");
+    assert_eq!(
+        c,
+        CheckConf {
+            check_type: CheckType::Http,
+            ..base
+        },
+        "the same defaults as tcp"
+    );
+}
+
+#[test]
+fn reuse_and_keepalive_are_allowed_with_http() {
+    let c = ok("type=http interval=1000 reuse=on");
+    assert_eq!((c.reuse, c.rehandshake_ms), (Reuse::On, Some(30_000)));
+    let c = ok("keepalive=on type=http");
+    assert_eq!(c.keepalive, ka(5, 1, 3));
+    let c = ok("type=http interval=1500 reuse=2s keepalive=on");
+    assert_eq!(
+        c,
+        ok("type=tcp interval=1500 reuse=2s keepalive=on").with_type(CheckType::Http)
+    );
+    // The rules that involve interval apply as for tcp.
+    assert_eq!(
+        err("type=http interval=1000 reuse=1s"),
+        "invalid parameter \"reuse=1s\": \
+         reuse period (1000 ms) must be greater than interval (1000 ms)"
+    );
+}
+
+#[test]
+fn match_names_a_block_for_any_type() {
+    for ty in ["tcp", "udp", "http"] {
+        let c = ok(&format!("type={ty} match=ok_200"));
+        assert_eq!(c.match_block.as_deref(), Some(&b"ok_200"[..]), "type={ty}");
+    }
+    assert_eq!(ok("match=m").check_type, CheckType::Tcp);
+    // The name is taken as written (nginx has unquoted it).
+    let c = parse_check(&[b"match=a=b", b"type=http"]).unwrap();
+    assert_eq!(c.match_block.as_deref(), Some(&b"a=b"[..]));
+    let c = parse_check(&[b"match=\xff"]).unwrap();
+    assert_eq!(c.match_block.as_deref(), Some(&b"\xff"[..]));
+    // A bad name is named as written.
+    assert_eq!(
+        err("type=http match="),
+        "invalid parameter \"match=\": match must name a check_match block (match=NAME)"
+    );
 }
 
 #[test]
@@ -628,7 +705,8 @@ fn non_utf8_arguments_do_not_panic() {
     let e = parse_check(&["type=t\u{e9}p".as_bytes()]).unwrap_err();
     assert_eq!(
         e.to_string(),
-        "invalid parameter \"type=t\u{e9}p\": only type=tcp and type=udp are supported"
+        "invalid parameter \"type=t\u{e9}p\": \
+         only type=tcp, type=udp and type=http are supported"
     );
 }
 
@@ -667,7 +745,10 @@ fn argument(name: &'static str) -> BoxedStrategy<String> {
         "default_down" => prop_oneof![Just("true"), Just("false")]
             .prop_map(String::from)
             .boxed(),
-        "type" => prop_oneof![Just("tcp"), Just("tcp"), Just("udp")]
+        "type" => prop_oneof![Just("tcp"), Just("tcp"), Just("udp"), Just("http")]
+            .prop_map(String::from)
+            .boxed(),
+        "match" => prop_oneof![Just("m"), Just("ok_200"), Just("")]
             .prop_map(String::from)
             .boxed(),
         "port" => (0u32..70_000).prop_map(|n| n.to_string()).boxed(),
@@ -740,6 +821,7 @@ fn assert_invariants(c: &CheckConf) -> Result<(), TestCaseError> {
     prop_assert!((1..=RISE_FALL_MAX).contains(&c.fall));
     prop_assert!((1..=RISE_FALL_MAX).contains(&c.rise));
     prop_assert_eq!(c.rehandshake_ms.is_some(), c.keeps_connection());
+    prop_assert!(c.match_block.as_ref().map_or(true, |m| !m.is_empty()));
     if c.check_type == CheckType::Udp {
         prop_assert_eq!(c.reuse, Reuse::Off);
         prop_assert_eq!(c.keepalive, None);
@@ -778,7 +860,7 @@ proptest! {
     #[test]
     fn never_panics_on_near_miss_text(
         args in proptest::collection::vec(
-            "(interval|timeout|fall|rise|port|reuse|keepalive|type|default_down)=[0-9a-z:]{0,12}",
+            "(interval|timeout|fall|rise|port|reuse|keepalive|type|default_down|match)=[0-9a-z:]{0,12}",
             1..6,
         )
     ) {
@@ -824,6 +906,20 @@ proptest! {
         if !args.iter().any(|a| wrong_on_its_own(a)) {
             prop_assert_eq!(e, format!("invalid parameter \"{dup}\": {name} is given twice"));
         }
+    }
+
+    #[test]
+    fn http_parses_as_tcp_but_for_the_type(args in arguments()) {
+        // Any list without a type=: type=http and type=tcp accept the same
+        // lists with the same values (and the same message when wrong).
+        let args: Vec<String> = args.into_iter().filter(|a| !a.starts_with("type=")).collect();
+        let with = |ty: &str| {
+            let mut a = args.clone();
+            a.push(format!("type={ty}"));
+            parse_strings(&a)
+        };
+        let (http, tcp) = (with("http"), with("tcp"));
+        prop_assert_eq!(http, tcp.map(|c| c.with_type(CheckType::Http)));
     }
 
     #[test]

@@ -38,6 +38,7 @@ fn ups<'a>(
         check,
         keepalive_requests,
         peers,
+        http: HttpDirectives::default(),
     }
 }
 
@@ -47,7 +48,7 @@ fn required(n: usize) -> usize {
 }
 
 fn finish(group: Group, u: &[UpstreamFacts<'_>], shm: Option<u64>) -> Finished {
-    finish_context(group, u, shm, required)
+    finish_context(group, u, &[], shm, required)
 }
 
 fn messages(d: &[Diagnostic]) -> Vec<(Directive, &str)> {
@@ -268,7 +269,7 @@ fn shm_size_is_the_given_size_when_it_is_enough() {
 fn shm_size_too_small_fails_at_check_shm_size() {
     let c = check("interval=1000");
     let u = [ups("u", Some(&c), None, vec![peer("a", 1), peer("b", 2)])];
-    let f = finish_context(Group::Http, &u, Some(1024), |n| {
+    let f = finish_context(Group::Http, &u, &[], Some(1024), |n| {
         assert_eq!(n, 2, "sized for the checked peers");
         20480
     });
@@ -283,14 +284,14 @@ fn shm_size_too_small_fails_at_check_shm_size() {
             ),
         })
     );
-    let f = finish_context(Group::Stream, &[], Some(20479), |_| 20480);
+    let f = finish_context(Group::Stream, &[], &[], Some(20479), |_| 20480);
     assert_eq!(
         f.result.unwrap_err().error.to_string(),
         "\"check_shm_size\" 20479 is too small for 0 checked stream peers: \
          at least 20480 bytes (20k) are needed"
     );
     // the kilobytes round up
-    let f = finish_context(Group::Stream, &[], Some(1), |_| 20481);
+    let f = finish_context(Group::Stream, &[], &[], Some(1), |_| 20481);
     assert!(f
         .result
         .unwrap_err()
@@ -312,12 +313,322 @@ fn names_are_printed_as_nginx_prints_them() {
             port: 0,
             unix: true,
         }],
+        http: HttpDirectives::default(),
     }];
     let f = finish(Group::Http, &u, None);
     assert!(f.warnings[0].error.0.contains("upstream \"up\u{fffd}\":"));
     let e = f.result.unwrap_err().error.0;
     assert!(e.contains("upstream \"up\u{fffd}\" has"), "{e}");
     assert!(e.contains("server \"unix:/tmp/\u{fffd}.sock\","), "{e}");
+}
+
+// ---------------------------------------------------------------------------
+// check_http_* and check_match
+// ---------------------------------------------------------------------------
+
+fn http(send: bool, request: bool, header: bool, expect_alive: bool) -> HttpDirectives {
+    HttpDirectives {
+        send,
+        request,
+        header,
+        expect_alive,
+    }
+}
+
+fn with_http<'a>(mut u: UpstreamFacts<'a>, h: HttpDirectives) -> UpstreamFacts<'a> {
+    u.http = h;
+    u
+}
+
+fn block(name: &str, lines: &[&str]) -> MatchBlock {
+    MatchBlock {
+        name: name.as_bytes().to_vec(),
+        tests: lines
+            .iter()
+            .map(|l| {
+                let words: Vec<&[u8]> = l.split(' ').map(str::as_bytes).collect();
+                crate::matcher::parse_test(&words).unwrap()
+            })
+            .collect(),
+    }
+}
+
+fn finish_with(u: &[UpstreamFacts<'_>], blocks: &[MatchBlock]) -> Finished {
+    finish_context(Group::Http, u, blocks, None, required)
+}
+
+fn error_of(f: &Finished) -> (Directive, &str) {
+    let d = f.result.as_ref().unwrap_err();
+    (d.at, d.error.0.as_str())
+}
+
+#[test]
+fn http_directives_require_type_http() {
+    let tcp = check("interval=1000");
+    let udp = check("type=udp");
+    let web = check("type=http");
+    let peers = || vec![peer("127.0.0.1:80", 80)];
+    for (h, at, directive) in [
+        (
+            http(true, false, false, false),
+            Directive::HttpSend(1),
+            "check_http_send",
+        ),
+        (
+            http(false, true, false, false),
+            Directive::HttpRequest(1),
+            "check_http_request",
+        ),
+        (
+            http(false, false, true, false),
+            Directive::HttpHeader(1),
+            "check_http_header",
+        ),
+        (
+            http(false, false, false, true),
+            Directive::HttpExpectAlive(1),
+            "check_http_expect_alive",
+        ),
+        // The first in the fixed order is named.
+        (
+            http(false, true, true, true),
+            Directive::HttpRequest(1),
+            "check_http_request",
+        ),
+        (
+            http(true, true, false, false),
+            Directive::HttpSend(1),
+            "check_http_send",
+        ),
+    ] {
+        for c in [Some(&tcp), Some(&udp), None] {
+            let u = [
+                ups("ok", Some(&web), None, peers()),
+                with_http(ups("u", c, None, peers()), h),
+            ];
+            let f = finish_with(&u, &[]);
+            let want =
+                format!("\"{directive}\" requires \"check ... type=http\" in upstream \"u\"");
+            assert_eq!(error_of(&f), (at, want.as_str()), "{h:?} {c:?}");
+        }
+    }
+    // With type=http, all of them but the raw/built pairs are fine.
+    for h in [
+        http(true, false, false, true),
+        http(false, true, true, true),
+    ] {
+        let u = [with_http(ups("u", Some(&web), None, peers()), h)];
+        let f = finish_with(&u, &[]);
+        assert!(f.result.is_ok(), "{h:?}");
+        assert_eq!(f.warnings, []);
+    }
+}
+
+#[test]
+fn check_http_send_excludes_the_built_request() {
+    let web = check("type=http");
+    for (h, other) in [
+        (http(true, true, false, false), "check_http_request"),
+        (http(true, false, true, false), "check_http_header"),
+        (http(true, true, true, true), "check_http_request"),
+    ] {
+        let u = [with_http(ups("web", Some(&web), None, vec![]), h)];
+        let want = format!(
+            "\"check_http_send\" and \"{other}\" cannot both be used in upstream \"web\": \
+             check_http_send is the whole request"
+        );
+        assert_eq!(
+            error_of(&finish_with(&u, &[])),
+            (Directive::HttpSend(0), want.as_str())
+        );
+    }
+}
+
+#[test]
+fn match_names_a_block_of_the_context() {
+    let web = check("type=http match=ok");
+    let other = check("type=http match=nope");
+    let blocks = [
+        block("ok", &["status 200"]),
+        block("redis", &["send PING", "expect +PONG"]),
+    ];
+    let u = [ups("a", Some(&web), None, vec![peer("a:1", 1)])];
+    let f = finish_with(&u, &blocks);
+    assert!(f.result.is_ok());
+    let u = [
+        ups("a", Some(&web), None, vec![]),
+        ups("b", Some(&other), None, vec![]),
+    ];
+    assert_eq!(
+        error_of(&finish_with(&u, &blocks)),
+        (
+            Directive::Check(1),
+            "unknown check_match \"nope\" in upstream \"b\""
+        )
+    );
+    assert_eq!(
+        error_of(&finish_with(&u[..1], &[])),
+        (
+            Directive::Check(0),
+            "unknown check_match \"ok\" in upstream \"a\""
+        )
+    );
+}
+
+#[test]
+fn a_block_must_fit_the_check_type() {
+    let blocks = [
+        block("ok", &["status 200", "body ~ up"]),
+        block("redis", &["send PING", "expect +PONG"]),
+    ];
+    for (line, want) in [
+        (
+            "type=tcp match=ok",
+            "check_match \"ok\" cannot be used by the type=tcp check of upstream \"u\": \
+             its \"status\" test needs type=http",
+        ),
+        (
+            "type=udp match=ok",
+            "check_match \"ok\" cannot be used by the type=udp check of upstream \"u\": \
+             its \"status\" test needs type=http",
+        ),
+        (
+            "type=http match=redis",
+            "check_match \"redis\" cannot be used by the type=http check of upstream \"u\": \
+             its \"send\" test needs type=tcp or type=udp",
+        ),
+    ] {
+        let c = check(line);
+        let u = [ups("u", Some(&c), None, vec![])];
+        assert_eq!(
+            error_of(&finish_with(&u, &blocks)),
+            (Directive::Check(0), want),
+            "{line}"
+        );
+    }
+    for line in [
+        "type=tcp match=redis",
+        "type=udp match=redis",
+        "type=http match=ok",
+    ] {
+        let c = check(line);
+        let u = [ups("u", Some(&c), None, vec![])];
+        assert!(finish_with(&u, &blocks).result.is_ok(), "{line}");
+    }
+}
+
+#[test]
+fn blocks_are_checked_on_their_own_first() {
+    let c = check("type=http match=a");
+    let u = [ups("u", Some(&c), Some(1), vec![])];
+    for (blocks, at, want) in [
+        (
+            vec![
+                block("a", &["status 200"]),
+                block("b", &["status 200"]),
+                block("a", &["header X"]),
+            ],
+            Directive::Match(2),
+            "duplicate check_match \"a\"",
+        ),
+        (
+            vec![block("a", &["status 200"]), block("e", &[])],
+            Directive::Match(1),
+            "check_match \"e\" has no tests",
+        ),
+        (
+            vec![
+                block("s", &["send a", "send b"]),
+                block("a", &["status 200"]),
+            ],
+            Directive::Match(0),
+            "check_match \"s\" has more than one \"send\" test",
+        ),
+        (
+            vec![
+                block("a", &["status 200"]),
+                block("x", &["expect a", "expect b"]),
+            ],
+            Directive::Match(1),
+            "check_match \"x\" has more than one \"expect\" test",
+        ),
+    ] {
+        let f = finish_with(&u, &blocks);
+        assert_eq!(error_of(&f), (at, want));
+        assert_eq!(f.warnings, [], "before any upstream");
+    }
+    // An unused block is still checked; a used one only when it is valid.
+    let unused = [block("a", &["status 200"]), block("unused", &[])];
+    assert_eq!(error_of(&finish_with(&u, &unused)).0, Directive::Match(1));
+}
+
+#[test]
+fn expect_alive_with_match_warns() {
+    let c = check("type=http match=ok");
+    let plain = check("type=http");
+    let blocks = [block("ok", &["header X-Up"])];
+    let u = [
+        with_http(
+            ups("a", Some(&c), None, vec![]),
+            http(false, false, false, true),
+        ),
+        with_http(
+            ups("b", Some(&plain), None, vec![]),
+            http(false, false, false, true),
+        ),
+        ups("c", Some(&c), None, vec![]),
+    ];
+    let f = finish_with(&u, &blocks);
+    assert!(f.result.is_ok());
+    assert_eq!(
+        messages(&f.warnings),
+        [(
+            Directive::HttpExpectAlive(0),
+            "\"check_http_expect_alive\" has no effect in upstream \"a\": \
+             its check uses check_match \"ok\""
+        )]
+    );
+}
+
+#[test]
+fn http_checks_have_their_own_identity() {
+    let web = check("type=http");
+    let tcp = check("type=tcp");
+    let p = || vec![peer("10.0.0.1:80", 80)];
+    let a = finish_with(&[ups("u", Some(&web), None, p())], &[])
+        .result
+        .unwrap();
+    let b = finish_with(&[ups("u", Some(&tcp), None, p())], &[])
+        .result
+        .unwrap();
+    assert_eq!(
+        a.identities,
+        [identity_hash("http", b"u", b"10.0.0.1:80", "http", 80)]
+    );
+    assert_ne!(a.identities, b.identities);
+}
+
+#[test]
+fn http_rules_come_after_port_and_before_the_size() {
+    let c = check("type=tcp port=80");
+    let u = [with_http(
+        ups("u", Some(&c), Some(1), vec![unix("unix:/x.sock")]),
+        http(true, false, false, false),
+    )];
+    let f = finish_context(Group::Http, &u, &[], Some(1), required);
+    assert_eq!(f.warnings.len(), 1, "the keepalive_requests warning");
+    assert_eq!(f.result.unwrap_err().at, Directive::Check(0), "port first");
+    let c = check("type=tcp");
+    let u = [with_http(
+        ups("u", Some(&c), None, vec![]),
+        http(true, false, false, false),
+    )];
+    let f = finish_context(Group::Http, &u, &[], Some(1), required);
+    assert_eq!(
+        f.result.unwrap_err().at,
+        Directive::HttpSend(0),
+        "before the size"
+    );
 }
 
 // ---------------------------------------------------------------------------
@@ -374,9 +685,10 @@ proptest! {
                         unix,
                     })
                     .collect(),
+                http: HttpDirectives::default(),
             })
             .collect();
-        let f = finish_context(group, &facts, shm, required);
+        let f = finish_context(group, &facts, &[], shm, required);
 
         // The first upstream with `port=` and a unix server fails `check`.
         let bad = facts
@@ -432,16 +744,120 @@ proptest! {
             .filter(|&i| facts[i].check.is_some() || facts[i].keepalive_requests.is_some())
             .collect();
         let fewer: Vec<UpstreamFacts<'_>> = kept.iter().map(|&i| facts[i].clone()).collect();
-        let g = finish_context(group, &fewer, shm, required);
+        let g = finish_context(group, &fewer, &[], shm, required);
         let reindex = |d: &Diagnostic| Diagnostic {
             at: match d.at {
                 Directive::Check(i) => Directive::Check(kept[i]),
                 Directive::KeepaliveRequests(i) => Directive::KeepaliveRequests(kept[i]),
+                Directive::HttpSend(i) => Directive::HttpSend(kept[i]),
+                Directive::HttpRequest(i) => Directive::HttpRequest(kept[i]),
+                Directive::HttpHeader(i) => Directive::HttpHeader(kept[i]),
+                Directive::HttpExpectAlive(i) => Directive::HttpExpectAlive(kept[i]),
                 Directive::ShmSize => Directive::ShmSize,
+                Directive::Match(j) => Directive::Match(j),
             },
             error: d.error.clone(),
         };
         prop_assert_eq!(g.warnings.iter().map(reindex).collect::<Vec<_>>(), f.warnings);
         prop_assert_eq!(g.result.map_err(|d| reindex(&d)), f.result);
+    }
+}
+
+/// An upstream for the http rules: (check line index or none, the four
+/// directive flags).
+type HttpSpec = (Option<usize>, (bool, bool, bool, bool));
+
+const HTTP_CHECKS: [&str; 7] = [
+    "type=tcp",
+    "type=udp",
+    "type=http",
+    "type=http match=web",
+    "type=http match=raw",
+    "type=tcp match=raw",
+    "type=http match=missing",
+];
+
+/// The oracle of rules 4 to 7 for one upstream: its error, or its warning.
+fn http_oracle(
+    i: usize,
+    c: Option<&CheckConf>,
+    h: HttpDirectives,
+    web_ok: bool,
+) -> Result<Option<Directive>, Directive> {
+    let is_http = c.is_some_and(|c| c.check_type == CheckType::Http);
+    if !is_http {
+        if h.send {
+            return Err(Directive::HttpSend(i));
+        }
+        if h.request {
+            return Err(Directive::HttpRequest(i));
+        }
+        if h.header {
+            return Err(Directive::HttpHeader(i));
+        }
+        if h.expect_alive {
+            return Err(Directive::HttpExpectAlive(i));
+        }
+    }
+    if h.send && (h.request || h.header) {
+        return Err(Directive::HttpSend(i));
+    }
+    let Some(m) = c.and_then(|c| c.match_block.as_deref()) else {
+        return Ok(None);
+    };
+    let fits = match (m, c.unwrap().check_type) {
+        (b"web", CheckType::Http) => web_ok,
+        (b"raw", CheckType::Tcp | CheckType::Udp) => true,
+        _ => false,
+    };
+    if !fits {
+        return Err(Directive::Check(i));
+    }
+    Ok(h.expect_alive.then_some(Directive::HttpExpectAlive(i)))
+}
+
+proptest! {
+    #[test]
+    fn http_rules_hold_for_any_context(
+        specs in proptest::collection::vec(
+            (proptest::option::of(0..HTTP_CHECKS.len()), any::<(bool, bool, bool, bool)>()),
+            0..6,
+        ),
+        web_ok: bool,
+    ) {
+        let specs: Vec<HttpSpec> = specs;
+        let checks: Vec<CheckConf> = HTTP_CHECKS.iter().map(|l| check(l)).collect();
+        let names: Vec<String> = (0..specs.len()).map(|i| format!("u{i}")).collect();
+        let blocks = [
+            block("web", &[if web_ok { "status 200" } else { "send x" }]),
+            block("raw", &["send x", "expect y"]),
+        ];
+        let facts: Vec<UpstreamFacts<'_>> = specs
+            .iter()
+            .enumerate()
+            .map(|(i, &(c, (send, request, header, expect_alive)))| UpstreamFacts {
+                name: names[i].as_bytes(),
+                check: c.map(|c| &checks[c]),
+                keepalive_requests: None,
+                peers: vec![peer("p:1", 1)],
+                http: http(send, request, header, expect_alive),
+            })
+            .collect();
+        let f = finish_context(Group::Stream, &facts, &blocks, None, required);
+        let mut warned = Vec::new();
+        let mut error = None;
+        for (i, u) in facts.iter().enumerate() {
+            match http_oracle(i, u.check, u.http, web_ok) {
+                Ok(w) => warned.extend(w),
+                Err(d) => { error = Some(d); break; }
+            }
+        }
+        prop_assert_eq!(f.warnings.iter().map(|d| d.at).collect::<Vec<_>>(), warned);
+        prop_assert_eq!(f.result.as_ref().err().map(|d| d.at), error);
+        for d in f.warnings.iter().chain(f.result.as_ref().err()) {
+            prop_assert!(!d.error.0.contains('\n'));
+            let named = facts.iter().any(|u| d.error.0.contains(&format!("upstream \"{}\"", String::from_utf8_lossy(u.name))));
+            prop_assert!(named, "{}", d.error);
+        }
     }
 }
