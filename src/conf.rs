@@ -28,6 +28,10 @@ pub struct MainConf {
     pub shm_size: Option<u64>,
     pub shm_size_loc: ConfLoc,
     pub zone: *mut ngx_shm_zone_t,
+    /// The context's `check_match` blocks, their regexes compiled, in
+    /// configuration order (`crate::match_block`).
+    pub matches: Vec<std::rc::Rc<crate::match_block::CompiledMatch>>,
+    pub matches_loc: Vec<ConfLoc>,
 }
 
 impl Default for MainConf {
@@ -36,8 +40,29 @@ impl Default for MainConf {
             shm_size: None,
             shm_size_loc: ConfLoc::default(),
             zone: ptr::null_mut(),
+            matches: Vec::new(),
+            matches_loc: Vec::new(),
         }
     }
+}
+
+/// The `check_http_*` and `check_buffer_size` directives of an upstream.
+#[derive(Default)]
+pub struct HttpConf {
+    /// `check_http_send`: the whole request.
+    pub send: Option<Vec<u8>>,
+    pub send_loc: ConfLoc,
+    /// `check_http_request`: method and URI.
+    pub request: Option<(Vec<u8>, Vec<u8>)>,
+    pub request_loc: ConfLoc,
+    /// `check_http_header` lines, in order.
+    pub headers: Vec<(Vec<u8>, Vec<u8>)>,
+    pub header_loc: ConfLoc,
+    /// `check_http_expect_alive`.
+    pub expect_alive: Option<cc::StatusClasses>,
+    pub expect_alive_loc: ConfLoc,
+    /// `check_buffer_size`.
+    pub buffer_size: Option<usize>,
 }
 
 /// Per-upstream configuration (created for every server block too, where
@@ -49,6 +74,7 @@ pub struct UpsConf {
     pub keepalive_requests: Option<u32>,
     pub keepalive_requests_loc: ConfLoc,
     pub vnswrr: Option<VnswrrConf>,
+    pub http: HttpConf,
     /// The per-upstream state of the balancer the module installed: the
     /// `vnswrr` balancer's, which builds it in its `init_upstream` and
     /// alone knows its type (`crate::vnswrr`).
@@ -192,6 +218,162 @@ pub unsafe fn set_status(cf: *mut ngx_conf_t, conf: *mut c_void) -> *mut c_char 
     }
 }
 
+/// A directive of `HttpConf` given at most once: parse its arguments with
+/// `parse` and store the value with its position.
+///
+/// # Safety
+/// nginx's directive contract (`conf` is our `UpsConf`).
+unsafe fn http_directive(
+    cf: *mut ngx_conf_t,
+    conf: *mut c_void,
+    is_set: impl FnOnce(&HttpConf) -> bool,
+    set: impl FnOnce(&ngx_conf_t, &mut HttpConf, &[&[u8]]) -> Result<(), String>,
+) -> *mut c_char {
+    // SAFETY: per the contract.
+    unsafe {
+        directive::<UpsConf>(
+            cf,
+            conf,
+            |c| is_set(&c.http),
+            |cf, c, args| set(cf, &mut c.http, args),
+        )
+    }
+}
+
+/// `check_http_send "request";`
+pub unsafe extern "C" fn ngx_upstream_check_http_send(
+    cf: *mut ngx_conf_t,
+    _cmd: *mut ngx_command_t,
+    conf: *mut c_void,
+) -> *mut c_char {
+    // SAFETY: nginx's directive contract.
+    unsafe {
+        http_directive(
+            cf,
+            conf,
+            |h| h.send.is_some(),
+            |cf, h, args| {
+                let [arg] = args else {
+                    return Err(
+                        "invalid number of arguments in \"check_http_send\" directive".into(),
+                    );
+                };
+                let send = cc::parse_http_send(arg).map_err(|e| e.to_string())?;
+                // SAFETY: inside a directive handler.
+                h.send_loc = ConfLoc::here(cf);
+                if let Some(w) = send.warning {
+                    // (valid log: the configuration's)
+                    log_at(NGX_LOG_WARN, cf.log, &h.send_loc, &w.0);
+                }
+                h.send = Some(send.request);
+                Ok(())
+            },
+        )
+    }
+}
+
+/// `check_http_expect_alive http_2xx ...;`
+pub unsafe extern "C" fn ngx_upstream_check_http_expect_alive(
+    cf: *mut ngx_conf_t,
+    _cmd: *mut ngx_command_t,
+    conf: *mut c_void,
+) -> *mut c_char {
+    // SAFETY: nginx's directive contract.
+    unsafe {
+        http_directive(
+            cf,
+            conf,
+            |h| h.expect_alive.is_some(),
+            |cf, h, args| {
+                h.expect_alive =
+                    Some(cc::parse_http_expect_alive(args).map_err(|e| e.to_string())?);
+                // SAFETY: inside a directive handler.
+                h.expect_alive_loc = ConfLoc::here(cf);
+                Ok(())
+            },
+        )
+    }
+}
+
+/// `check_http_request [METHOD] URI;`
+pub unsafe extern "C" fn ngx_upstream_check_http_request(
+    cf: *mut ngx_conf_t,
+    _cmd: *mut ngx_command_t,
+    conf: *mut c_void,
+) -> *mut c_char {
+    // SAFETY: nginx's directive contract.
+    unsafe {
+        http_directive(
+            cf,
+            conf,
+            |h| h.request.is_some(),
+            |cf, h, args| {
+                h.request = Some(cc::parse_http_request(args).map_err(|e| e.to_string())?);
+                // SAFETY: inside a directive handler.
+                h.request_loc = ConfLoc::here(cf);
+                Ok(())
+            },
+        )
+    }
+}
+
+/// `check_http_header NAME VALUE;` (repeatable).
+pub unsafe extern "C" fn ngx_upstream_check_http_header(
+    cf: *mut ngx_conf_t,
+    _cmd: *mut ngx_command_t,
+    conf: *mut c_void,
+) -> *mut c_char {
+    // SAFETY: nginx's directive contract.
+    unsafe {
+        http_directive(
+            cf,
+            conf,
+            |_| false,
+            |cf, h, args| {
+                let (name, value) = cc::parse_http_header(args).map_err(|e| e.to_string())?;
+                if h.headers.is_empty() {
+                    // SAFETY: inside a directive handler.
+                    h.header_loc = ConfLoc::here(cf);
+                }
+                match h
+                    .headers
+                    .iter_mut()
+                    .find(|(n, _)| n.eq_ignore_ascii_case(&name))
+                {
+                    Some(slot) => slot.1 = value,
+                    None => h.headers.push((name, value)),
+                }
+                Ok(())
+            },
+        )
+    }
+}
+
+/// `check_buffer_size SIZE;`
+pub unsafe extern "C" fn ngx_upstream_check_buffer_size(
+    cf: *mut ngx_conf_t,
+    _cmd: *mut ngx_command_t,
+    conf: *mut c_void,
+) -> *mut c_char {
+    // SAFETY: nginx's directive contract.
+    unsafe {
+        http_directive(
+            cf,
+            conf,
+            |h| h.buffer_size.is_some(),
+            |_, h, args| {
+                let [arg] = args else {
+                    return Err(
+                        "invalid number of arguments in \"check_buffer_size\" directive".into(),
+                    );
+                };
+                h.buffer_size = Some(cc::parse_buffer_size(arg).map_err(|e| e.to_string())?);
+                Ok(())
+            },
+        )
+    }
+}
+
 /// What finishing a context reads from one upstream block. The views of
 /// `crate::upstream` implement it, so that configuration data flows one
 /// way: upstream views read `UpsConf`; conf does not know the views.
@@ -229,12 +411,22 @@ pub unsafe fn finish_context<U: UpstreamBlock>(
                 check: c.check.as_ref(),
                 keepalive_requests: c.keepalive_requests,
                 peers: u.peer_facts(),
+                http: cc::HttpDirectives {
+                    send: c.http.send.is_some(),
+                    request: c.http.request.is_some(),
+                    header: !c.http.headers.is_empty(),
+                    expect_alive: c.http.expect_alive.is_some(),
+                },
             }
         })
         .collect();
     // SAFETY: set by nginx at start.
     let page = unsafe { ngx_pagesize };
-    let finished = cc::finish_context(group, &facts, mcf.shm_size, |n| shm::required_size(n, page));
+    let blocks: Vec<healthcheck_core::matcher::MatchBlock> =
+        mcf.matches.iter().map(|m| m.block.clone()).collect();
+    let finished = cc::finish_context(group, &facts, &blocks, mcf.shm_size, |n| {
+        shm::required_size(n, page)
+    });
     // Where each directive was written (the indices are the facts', so
     // the upstreams').
     let loc = |at: cc::Directive| {
@@ -244,6 +436,13 @@ pub unsafe fn finish_context<U: UpstreamBlock>(
                 upstreams.get(i).map(|u| u.conf().keepalive_requests_loc)
             }
             cc::Directive::ShmSize => Some(mcf.shm_size_loc),
+            cc::Directive::HttpSend(i) => upstreams.get(i).map(|u| u.conf().http.send_loc),
+            cc::Directive::HttpRequest(i) => upstreams.get(i).map(|u| u.conf().http.request_loc),
+            cc::Directive::HttpHeader(i) => upstreams.get(i).map(|u| u.conf().http.header_loc),
+            cc::Directive::HttpExpectAlive(i) => {
+                upstreams.get(i).map(|u| u.conf().http.expect_alive_loc)
+            }
+            cc::Directive::Match(j) => mcf.matches_loc.get(j).copied(),
         }
         .unwrap_or_default()
     };

@@ -11,8 +11,10 @@ mod conf;
 mod entry;
 mod ffi;
 mod hooks;
+mod match_block;
 mod pool;
 mod process;
+mod regex;
 mod shm;
 mod status;
 mod upstream;
@@ -24,10 +26,11 @@ use core::ptr;
 
 use ngx::ffi::{
     ngx_command_t, ngx_conf_t, ngx_http_module_t, ngx_module_t, ngx_stream_module_t, ngx_uint_t,
-    NGX_CONF_1MORE, NGX_CONF_NOARGS, NGX_CONF_TAKE1, NGX_CONF_TAKE12, NGX_HTTP_LOC_CONF,
-    NGX_HTTP_LOC_CONF_OFFSET, NGX_HTTP_MAIN_CONF, NGX_HTTP_MAIN_CONF_OFFSET, NGX_HTTP_MODULE,
-    NGX_HTTP_SRV_CONF_OFFSET, NGX_HTTP_UPS_CONF, NGX_STREAM_MAIN_CONF, NGX_STREAM_MAIN_CONF_OFFSET,
-    NGX_STREAM_MODULE, NGX_STREAM_SRV_CONF_OFFSET, NGX_STREAM_UPS_CONF,
+    NGX_CONF_1MORE, NGX_CONF_BLOCK, NGX_CONF_NOARGS, NGX_CONF_TAKE1, NGX_CONF_TAKE12,
+    NGX_CONF_TAKE2, NGX_HTTP_LOC_CONF, NGX_HTTP_LOC_CONF_OFFSET, NGX_HTTP_MAIN_CONF,
+    NGX_HTTP_MAIN_CONF_OFFSET, NGX_HTTP_MODULE, NGX_HTTP_SRV_CONF_OFFSET, NGX_HTTP_UPS_CONF,
+    NGX_STREAM_MAIN_CONF, NGX_STREAM_MAIN_CONF_OFFSET, NGX_STREAM_MODULE,
+    NGX_STREAM_SRV_CONF_OFFSET, NGX_STREAM_UPS_CONF,
 };
 use ngx::ngx_string;
 
@@ -64,7 +67,43 @@ const fn command(
     }
 }
 
-static mut HTTP_COMMANDS: [ngx_command_t; 6] = [
+static mut HTTP_COMMANDS: [ngx_command_t; 12] = [
+    command(
+        ngx_string!("check_http_send"),
+        NGX_HTTP_UPS_CONF | NGX_CONF_TAKE1,
+        conf::ngx_upstream_check_http_send,
+        NGX_HTTP_SRV_CONF_OFFSET,
+    ),
+    command(
+        ngx_string!("check_http_expect_alive"),
+        NGX_HTTP_UPS_CONF | NGX_CONF_1MORE,
+        conf::ngx_upstream_check_http_expect_alive,
+        NGX_HTTP_SRV_CONF_OFFSET,
+    ),
+    command(
+        ngx_string!("check_http_request"),
+        NGX_HTTP_UPS_CONF | NGX_CONF_TAKE12,
+        conf::ngx_upstream_check_http_request,
+        NGX_HTTP_SRV_CONF_OFFSET,
+    ),
+    command(
+        ngx_string!("check_http_header"),
+        NGX_HTTP_UPS_CONF | NGX_CONF_TAKE2,
+        conf::ngx_upstream_check_http_header,
+        NGX_HTTP_SRV_CONF_OFFSET,
+    ),
+    command(
+        ngx_string!("check_buffer_size"),
+        NGX_HTTP_UPS_CONF | NGX_CONF_TAKE1,
+        conf::ngx_upstream_check_buffer_size,
+        NGX_HTTP_SRV_CONF_OFFSET,
+    ),
+    command(
+        ngx_string!("check_match"),
+        NGX_HTTP_MAIN_CONF | NGX_CONF_BLOCK | NGX_CONF_TAKE1,
+        match_block::ngx_upstream_check_match,
+        NGX_HTTP_MAIN_CONF_OFFSET,
+    ),
     command(
         ngx_string!("check"),
         NGX_HTTP_UPS_CONF | NGX_CONF_1MORE,
@@ -123,7 +162,43 @@ static STREAM_CTX: ngx_stream_module_t = ngx_stream_module_t {
     merge_srv_conf: None,
 };
 
-static mut STREAM_COMMANDS: [ngx_command_t; 5] = [
+static mut STREAM_COMMANDS: [ngx_command_t; 11] = [
+    command(
+        ngx_string!("check_http_send"),
+        NGX_STREAM_UPS_CONF | NGX_CONF_TAKE1,
+        conf::ngx_upstream_check_http_send,
+        NGX_STREAM_SRV_CONF_OFFSET,
+    ),
+    command(
+        ngx_string!("check_http_expect_alive"),
+        NGX_STREAM_UPS_CONF | NGX_CONF_1MORE,
+        conf::ngx_upstream_check_http_expect_alive,
+        NGX_STREAM_SRV_CONF_OFFSET,
+    ),
+    command(
+        ngx_string!("check_http_request"),
+        NGX_STREAM_UPS_CONF | NGX_CONF_TAKE12,
+        conf::ngx_upstream_check_http_request,
+        NGX_STREAM_SRV_CONF_OFFSET,
+    ),
+    command(
+        ngx_string!("check_http_header"),
+        NGX_STREAM_UPS_CONF | NGX_CONF_TAKE2,
+        conf::ngx_upstream_check_http_header,
+        NGX_STREAM_SRV_CONF_OFFSET,
+    ),
+    command(
+        ngx_string!("check_buffer_size"),
+        NGX_STREAM_UPS_CONF | NGX_CONF_TAKE1,
+        conf::ngx_upstream_check_buffer_size,
+        NGX_STREAM_SRV_CONF_OFFSET,
+    ),
+    command(
+        ngx_string!("check_match"),
+        NGX_STREAM_MAIN_CONF | NGX_CONF_BLOCK | NGX_CONF_TAKE1,
+        match_block::ngx_upstream_check_match,
+        NGX_STREAM_MAIN_CONF_OFFSET,
+    ),
     command(
         ngx_string!("check"),
         NGX_STREAM_UPS_CONF | NGX_CONF_1MORE,

@@ -227,7 +227,9 @@ unsafe fn build_worker(cycle: &ngx_cycle_t) -> Worker {
         };
         // SAFETY: our main conf; the zone (if any) was initialised by nginx.
         let zone = unsafe { mcf.as_ref().and_then(|m| Zone::from_shm_zone(m.zone)) };
-        let ctx = Context::new(zone, &ups);
+        // SAFETY: as above.
+        let matches = unsafe { mcf.as_ref() }.map_or(&[][..], |m| &m.matches[..]);
+        let ctx = Context::new(zone, &ups, matches);
         match proto {
             Group::Http => w.http = ctx,
             Group::Stream => w.stream = ctx,

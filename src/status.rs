@@ -203,7 +203,7 @@ impl Job {
                 .unwrap_or_default();
             let upstream = self.name(t.upstream_bytes());
             let name = self.name(t.peer.name_bytes());
-            let kinds = t.check.conf.check_type.failure_reasons();
+            let kinds = t.check.failure_reasons();
             let mut reasons = [("", 0); REASONS];
             for (slot, r) in reasons.iter_mut().zip(kinds) {
                 *slot = (r.name(), snap.failures[r.index()]);

@@ -22,6 +22,8 @@ pub struct PeerRef {
     /// The `ngx_*_upstream_rr_peer_t` nginx selects (the hook's key).
     pub peer: *const c_void,
     pub name: ngx_str_t,
+    /// The `server` line's name as written (`backend.example:8080`).
+    pub server: ngx_str_t,
     pub sockaddr: *mut sockaddr,
     pub socklen: socklen_t,
 }
@@ -35,6 +37,12 @@ impl PeerRef {
     pub fn name_bytes(&self) -> &[u8] {
         // SAFETY: the name lives in the cycle pool or the upstream zone.
         unsafe { str_bytes(&self.name) }
+    }
+
+    /// The `server` line's name as written.
+    pub fn server_bytes(&self) -> &[u8] {
+        // SAFETY: as for the name.
+        unsafe { str_bytes(&self.server) }
     }
 
     /// The peer's own port (0 for unix sockets).
@@ -126,6 +134,7 @@ macro_rules! walk {
                         peers.push(PeerRef {
                             peer: p as *const c_void,
                             name: peer.name,
+                            server: peer.server,
                             sockaddr: peer.sockaddr,
                             socklen: peer.socklen,
                         });

@@ -9,11 +9,15 @@
 use core::cell::Cell;
 use std::rc::Rc;
 
-use healthcheck_core::conf::CheckConf;
+use healthcheck_core::conf::{CheckConf, CheckType, StatusClasses, BUFFER_SIZE_DEFAULT};
+use healthcheck_core::http::request::HttpRequest;
+use healthcheck_core::matcher::Test;
 use healthcheck_core::ptrmap::PtrMap;
+use healthcheck_core::reason::Reason;
 use ngx::ffi::ngx_str_t;
 
 use crate::ffi::str_bytes;
+use crate::match_block::CompiledMatch;
 use crate::shm::Zone;
 use crate::upstream::{PeerRef, UpstreamRef};
 use healthcheck_core::status::Group;
@@ -23,6 +27,53 @@ pub struct UpstreamCheck {
     pub conf: CheckConf,
     /// `check_keepalive_requests` (default 10).
     pub keepalive_requests: u32,
+    /// `type=http`: the request and the verdict's settings.
+    pub http: Option<HttpCheck>,
+    /// The `check_match` block of `match=`.
+    pub matcher: Option<Rc<CompiledMatch>>,
+}
+
+impl UpstreamCheck {
+    /// The reasons this check can fail with (the Prometheus page has one
+    /// failure series per reason listed): the check type's, and those of a
+    /// `check_match` block's `expect`.
+    pub fn failure_reasons(&self) -> &'static [Reason] {
+        const TCP_EXPECT: [Reason; 8] = [
+            Reason::Refused,
+            Reason::Timeout,
+            Reason::Reset,
+            Reason::Closed,
+            Reason::Unreachable,
+            Reason::Error,
+            Reason::Mismatch,
+            Reason::Invalid,
+        ];
+        const UDP_EXPECT: [Reason; 4] = [
+            Reason::Timeout,
+            Reason::Unreachable,
+            Reason::Error,
+            Reason::Mismatch,
+        ];
+        let expects = self
+            .matcher
+            .as_ref()
+            .is_some_and(|m| m.block.tests.iter().any(|t| matches!(t, Test::Expect(_))));
+        match (self.conf.check_type, expects) {
+            (CheckType::Tcp, true) => &TCP_EXPECT,
+            (CheckType::Udp, true) => &UDP_EXPECT,
+            (t, _) => t.failure_reasons(),
+        }
+    }
+}
+
+/// What an http check sends and accepts.
+pub struct HttpCheck {
+    /// `check_http_send`, else built per peer from `request`.
+    pub send: Option<Vec<u8>>,
+    pub request: HttpRequest,
+    pub expect_alive: StatusClasses,
+    /// `check_buffer_size`.
+    pub buffer_size: usize,
 }
 
 /// One checked peer as the worker sees it.
@@ -57,15 +108,42 @@ pub struct Context {
 
 impl Context {
     /// Build from the context's upstreams, in the order the zone was planned.
-    pub fn new(zone: Option<Zone>, upstreams: &[UpstreamRef]) -> Self {
+    pub fn new(
+        zone: Option<Zone>,
+        upstreams: &[UpstreamRef],
+        matches: &[Rc<CompiledMatch>],
+    ) -> Self {
         let mut targets = Vec::new();
         for u in upstreams {
             let Some(conf) = &u.conf().check else {
                 continue;
             };
+            let h = &u.conf().http;
+            let http = (conf.check_type == CheckType::Http).then(|| {
+                let mut request = HttpRequest::default();
+                if let Some((method, uri)) = &h.request {
+                    request.method = method.clone();
+                    request.uri = uri.clone();
+                }
+                for (n, v) in &h.headers {
+                    request.set_header(n.clone(), v.clone());
+                }
+                HttpCheck {
+                    send: h.send.clone(),
+                    request,
+                    expect_alive: h.expect_alive.unwrap_or_default(),
+                    buffer_size: h.buffer_size.unwrap_or(BUFFER_SIZE_DEFAULT),
+                }
+            });
+            let matcher = conf
+                .match_block
+                .as_ref()
+                .and_then(|name| matches.iter().find(|m| &m.block.name == name).cloned());
             let check = Rc::new(UpstreamCheck {
                 conf: conf.clone(),
                 keepalive_requests: u.conf().keepalive_requests.unwrap_or(10),
+                http,
+                matcher,
             });
             for p in &u.peers {
                 targets.push(Target {

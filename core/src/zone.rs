@@ -66,6 +66,8 @@ pub struct Slot {
     pub duration_sum: AtomicU64,
     /// Duration of the last round, ms (saturating), 0 before the first.
     pub last_duration: AtomicU32,
+    /// The last HTTP status code seen (http checks), 0 = none.
+    pub http_status: AtomicU32,
     pub failures: [AtomicU32; REASONS],
     pub duration_buckets: [AtomicU32; DURATION_SLOTS],
 }
@@ -115,6 +117,7 @@ pub struct Snapshot {
     pub down_since: u64,
     pub duration_sum: u64,
     pub last_duration: u32,
+    pub http_status: u32,
     pub failures: [u64; REASONS],
     pub buckets: [u64; DURATION_SLOTS],
 }
@@ -123,6 +126,11 @@ impl Snapshot {
     /// The last failure's reason, if any.
     pub fn last_reason(&self) -> Option<Reason> {
         Reason::from_stored(self.last_reason)
+    }
+
+    /// The last HTTP status code seen, if any.
+    pub fn http_status(&self) -> Option<u16> {
+        u16::try_from(self.http_status).ok().filter(|&s| s != 0)
     }
 }
 
@@ -177,14 +185,16 @@ impl Slot {
 
     /// Record one round: counters, delays, the duration histogram and the
     /// rise/fall state. `duration_ms` is the whole round, `now_unix_ms` the
-    /// wall clock for the time of a flip. Returns the flip, if the round
-    /// caused one.
+    /// wall clock for the time of a flip, `http_status` the status code the
+    /// round saw (kept until a later round sees another). Returns the flip,
+    /// if the round caused one.
     pub fn record(
         &self,
         result: RoundResult,
         duration_ms: u64,
         (rise, fall): (u32, u32),
         now_unix_ms: u64,
+        http_status: Option<u16>,
     ) -> Option<Flip> {
         let r = Ordering::Relaxed;
         let mut h = self.health();
@@ -219,6 +229,9 @@ impl Slot {
         self.duration_sum.fetch_add(duration_ms, r);
         self.last_duration
             .store(duration_ms.min(u64::from(u32::MAX)) as u32, r);
+        if let Some(code) = http_status {
+            self.http_status.store(u32::from(code), r);
+        }
         self.rise.store(h.rise, r);
         self.fall.store(h.fall, r);
         if transition.is_some() {
@@ -257,6 +270,7 @@ impl Slot {
                 down_since: self.down_since.load(r),
                 duration_sum: self.duration_sum.load(r),
                 last_duration: self.last_duration.load(r),
+                http_status: self.http_status.load(r),
                 failures: core::array::from_fn(|i| u64::from(self.failures[i].load(r))),
                 buckets: core::array::from_fn(|i| u64::from(self.duration_buckets[i].load(r))),
             };
@@ -290,7 +304,8 @@ impl Slot {
             last_change,
             down_since,
             duration_sum,
-            last_duration
+            last_duration,
+            http_status
         );
         for (a, b) in from.failures.iter().zip(&self.failures) {
             b.store(a.load(Ordering::Relaxed), Ordering::Relaxed);
@@ -349,18 +364,18 @@ mod tests {
     fn record_counts_successes_and_failures() {
         let s = slot();
         assert_eq!(
-            s.record(RoundResult::Up { delay_ms: 5 }, 6, (2, 2), 1),
+            s.record(RoundResult::Up { delay_ms: 5 }, 6, (2, 2), 1, None),
             None
         );
         assert_eq!(
-            s.record(RoundResult::Up { delay_ms: 3 }, 3, (2, 2), 2),
+            s.record(RoundResult::Up { delay_ms: 3 }, 3, (2, 2), 2, None),
             None
         );
         assert_eq!(
-            s.record(RoundResult::Down(Reason::Reset), 30, (2, 2), 3),
+            s.record(RoundResult::Down(Reason::Reset), 30, (2, 2), 3, None),
             None
         );
-        let flip = s.record(RoundResult::Down(Reason::Timeout), 1000, (2, 2), 4);
+        let flip = s.record(RoundResult::Down(Reason::Timeout), 1000, (2, 2), 4, None);
         assert_eq!(
             flip,
             Some(Flip {
@@ -387,18 +402,25 @@ mod tests {
         assert_eq!(snap.buckets[duration_bucket(1000)], 1);
         assert_eq!(s.seq.load(Ordering::Relaxed) & 1, 0, "the update ended");
         // Up again after `rise` successes; down_since cleared.
-        s.record(RoundResult::Up { delay_ms: 1 }, 1, (2, 2), 5);
-        let flip = s.record(RoundResult::Up { delay_ms: 1 }, 1, (2, 2), 6);
+        s.record(RoundResult::Up { delay_ms: 1 }, 1, (2, 2), 5, None);
+        let flip = s.record(RoundResult::Up { delay_ms: 1 }, 1, (2, 2), 6, None);
         assert_eq!(flip.map(|f| f.transition), Some(Transition::WentUp));
         let snap = s.snapshot();
         assert!(snap.up);
         assert_eq!((snap.last_change, snap.down_since), (6, 0));
+        // The last HTTP status stays until a later round sees another.
+        assert_eq!(snap.http_status(), None);
+        s.record(RoundResult::Down(Reason::Status), 2, (2, 2), 7, Some(503));
+        s.record(RoundResult::Down(Reason::Timeout), 2, (2, 2), 8, None);
+        assert_eq!(s.snapshot().http_status(), Some(503));
+        s.record(RoundResult::Up { delay_ms: 1 }, 1, (9, 9), 9, Some(200));
+        assert_eq!(s.snapshot().http_status(), Some(200));
     }
 
     #[test]
     fn huge_delays_saturate_below_the_none_marker() {
         let s = slot();
-        s.record(RoundResult::Up { delay_ms: u64::MAX }, 0, (1, 1), 1);
+        s.record(RoundResult::Up { delay_ms: u64::MAX }, 0, (1, 1), 1, None);
         assert_eq!(s.snapshot().last_delay, u32::MAX - 1);
     }
 
@@ -409,7 +431,7 @@ mod tests {
         let snap = s.snapshot();
         assert!(snap.up);
         // The next writer makes it even again.
-        s.record(RoundResult::Up { delay_ms: 1 }, 1, (1, 1), 1);
+        s.record(RoundResult::Up { delay_ms: 1 }, 1, (1, 1), 1, None);
         assert_eq!(s.seq.load(Ordering::Relaxed) & 1, 0);
     }
 
@@ -419,7 +441,7 @@ mod tests {
         old[0].init_new(10, false);
         old[1].init_new(20, false);
         old[2].init_new(20, false);
-        old[1].record(RoundResult::Down(Reason::Refused), 1, (1, 1), 9);
+        old[1].record(RoundResult::Down(Reason::Refused), 1, (1, 1), 9, None);
         old[2].checks.store(5, Ordering::Relaxed);
         let new: Vec<Slot> = (0..4).map(|_| Slot::default()).collect();
         fill(&new, &old, &[20, 30, 20, 10], &[false, true, false, false]);
@@ -457,7 +479,7 @@ mod tests {
                     RoundResult::Down(Reason::ALL[reason])
                 };
                 let expect = h.record(ok, rise, fall);
-                let got = s.record(r, ms, (rise, fall), i as u64 + 1);
+                let got = s.record(r, ms, (rise, fall), i as u64 + 1, None);
                 prop_assert_eq!(got.map(|f| f.transition), expect);
             }
             let snap = s.snapshot();

@@ -24,6 +24,7 @@
 
 mod conn;
 mod connect;
+mod http;
 mod kept;
 mod round;
 mod spares;
@@ -37,7 +38,8 @@ use core::sync::atomic::Ordering;
 use std::rc::Rc;
 use std::time::Instant;
 
-use healthcheck_core::conf::{CheckConf, CheckType, Reuse};
+use healthcheck_core::conf::{CheckConf, CheckType, Reuse, BUFFER_SIZE_DEFAULT};
+use healthcheck_core::http::request::{build_request, host_of_server};
 use healthcheck_core::schedule::{self, Decision};
 use healthcheck_core::timing;
 use healthcheck_core::zone::Slot;
@@ -73,19 +75,50 @@ trait ProbeKind {
     fn may_keep(&self) -> bool {
         false
     }
+    /// The last HTTP status code the kind saw, for the status page.
+    fn http_status(&self) -> Option<u16> {
+        None
+    }
 }
 
 /// The probe kinds, dispatched by `match` (no boxing).
 enum Kind {
     Tcp(tcp::Tcp),
     Udp(udp::Udp),
+    Http(http::Http),
 }
 
 impl Kind {
-    fn new(t: CheckType) -> Kind {
-        match t {
-            CheckType::Tcp => Kind::Tcp(tcp::Tcp::default()),
-            CheckType::Udp => Kind::Udp(udp::Udp::default()),
+    /// The probe kind of `t`'s check; `keep` says whether this probe keeps
+    /// its connections (the request says so).
+    fn new(t: &Target, keep: bool) -> Kind {
+        let check = &t.check;
+        let matcher = check.matcher.clone();
+        match check.conf.check_type {
+            CheckType::Tcp => Kind::Tcp(tcp::Tcp::new(matcher, BUFFER_SIZE_DEFAULT)),
+            CheckType::Udp => Kind::Udp(udp::Udp::new(matcher)),
+            CheckType::Http => {
+                let Some(h) = check.http.as_ref() else {
+                    return Kind::Tcp(tcp::Tcp::default());
+                };
+                let request: Rc<[u8]> = match &h.send {
+                    Some(raw) => raw.as_slice().into(),
+                    None => {
+                        let (host, _) = host_of_server(t.peer.server_bytes());
+                        let port = match check.conf.port {
+                            0 => t.peer.port(),
+                            p => p,
+                        };
+                        build_request(&h.request, host, port, 80, keep).into()
+                    }
+                };
+                Kind::Http(http::Http::new(
+                    request,
+                    h.expect_alive,
+                    h.buffer_size,
+                    matcher,
+                ))
+            }
         }
     }
 
@@ -100,6 +133,7 @@ macro_rules! dispatch {
         match $self {
             Kind::Tcp($k) => $call,
             Kind::Udp($k) => $call,
+            Kind::Http($k) => $call,
         }
     };
 }
@@ -123,6 +157,9 @@ impl ProbeKind for Kind {
     fn may_keep(&self) -> bool {
         dispatch!(self, k => k.may_keep())
     }
+    fn http_status(&self) -> Option<u16> {
+        dispatch!(self, k => k.http_status())
+    }
 }
 
 /// The layer between the socket and the probe kind. Plain for now: its
@@ -137,6 +174,8 @@ struct Cx<'a> {
     conn: Conn,
     conf: &'a CheckConf,
     round: &'a RoundClock,
+    /// A good round's connection will be kept (if the kind allows it).
+    keep: bool,
 }
 
 /// When the current round was due and started.
@@ -247,6 +286,7 @@ impl Probe {
     fn new(t: &Target, proto: Group, zone: Zone, (worker, workers): (u32, u32)) -> Probe {
         let owner = schedule::owner(t.index, workers) == worker;
         let conf = &t.check.conf;
+        let keep = conf.keeps_connection() && owner;
         Probe {
             ident: [0, 0, 0, usize::MAX],
             // SAFETY: all-zero is nginx's initial state for these structs.
@@ -268,9 +308,9 @@ impl Probe {
             conn_log: core::ptr::null_mut(),
             phase: Phase::Idle,
             transport: Transport::Plain,
-            kind: Kind::new(conf.check_type),
+            kind: Kind::new(t, keep),
             conn: None,
-            keep: conf.keeps_connection() && owner,
+            keep,
             kept: None,
             reused: None,
             round: RoundClock {
@@ -315,6 +355,7 @@ impl Probe {
             conn: self.conn?,
             conf: &self.check.conf,
             round: &self.round,
+            keep: self.keep,
         };
         Some(f(&mut self.kind, &cx))
     }

@@ -66,6 +66,7 @@ pub fn finish(p: &mut Probe, outcome: Outcome) {
             p.round.elapsed_ms(),
             (conf.rise, conf.fall),
             unix_ms(),
+            p.kind.http_status(),
         );
         if let Some(flip) = flip {
             log_flip(p, flip, result);
@@ -94,9 +95,10 @@ fn log_flip(p: &Probe, flip: Flip, result: RoundResult) {
     let (proto, check) = (p.peer.proto.as_str(), p.check.conf.check_type.as_str());
     match flip.transition {
         Transition::WentDown => {
-            let reason = match result {
-                RoundResult::Down(r) => r.describe(),
-                RoundResult::Up { .. } => "failed",
+            let reason = match (result, p.kind.http_status()) {
+                (RoundResult::Down(Reason::Status), Some(code)) => format!("HTTP {code}"),
+                (RoundResult::Down(r), _) => r.describe().to_string(),
+                (RoundResult::Up { .. }, _) => "failed".to_string(),
             };
             ffi::log(
                 NGX_LOG_WARN,

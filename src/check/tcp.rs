@@ -7,18 +7,129 @@
 //! or resets is seen failing; the delay recorded is the connect-and-peek
 //! time, not the settle window.
 
+//!
+//! With a `check_match` block that has `send` and/or `expect`, the round
+//! talks instead of peeking: it writes the `send` bytes, then reads until
+//! what arrived satisfies `expect` (up), can no longer satisfy it
+//! (`mismatch`), exceeds `check_buffer_size` (`invalid`), the peer closes
+//! (`closed`) or the timeout (`timeout`). Such a round's connection is not
+//! kept.
+
+use std::rc::Rc;
+
+use healthcheck_core::matcher::{ExpectProgress, Test};
+use healthcheck_core::reason::Reason;
 use healthcheck_core::timing;
 
-use super::conn::Peek;
+use super::conn::{reason_of, Io, Peek};
 use super::round::{Outcome, Step};
 use super::{Cx, ProbeKind};
 use crate::ffi::monotonic_ms;
+use crate::match_block::CompiledMatch;
 
 /// A TCP round's state.
 #[derive(Default)]
 pub struct Tcp {
     /// Connect-and-peek time of this round (ms).
     delay_ms: u64,
+    /// send/expect of the `check_match` block, if it has either.
+    talk: Option<Talk>,
+}
+
+/// A send/expect exchange.
+struct Talk {
+    m: Rc<CompiledMatch>,
+    /// The block has an `expect` test.
+    expect: bool,
+    /// Bytes of `send` written this round.
+    sent: usize,
+    received: Vec<u8>,
+    /// `check_buffer_size`.
+    limit: usize,
+}
+
+impl Tcp {
+    /// A TCP probe; with `matcher`'s send/expect, a talking one.
+    pub fn new(matcher: Option<Rc<CompiledMatch>>, limit: usize) -> Tcp {
+        let talk = matcher.and_then(|m| {
+            let expect = m.block.tests.iter().any(|t| matches!(t, Test::Expect(_)));
+            (expect || m.block.send().is_some()).then(|| Talk {
+                m,
+                expect,
+                sent: 0,
+                received: Vec::new(),
+                limit,
+            })
+        });
+        Tcp { delay_ms: 0, talk }
+    }
+}
+
+impl Talk {
+    fn start(&mut self, cx: &Cx) -> Step {
+        self.sent = 0;
+        self.received.clear();
+        cx.conn.del_timers();
+        let spent = cx.round.elapsed_ms();
+        cx.conn
+            .read_timer(cx.conf.timeout_ms.saturating_sub(spent).max(1));
+        self.send(cx)
+    }
+
+    fn send(&mut self, cx: &Cx) -> Step {
+        let m = Rc::clone(&self.m);
+        let bytes = m.block.send().unwrap_or_default();
+        while self.sent < bytes.len() {
+            match cx.conn.send(&bytes[self.sent..]) {
+                Io::Done(n) if n > 0 => self.sent += n,
+                Io::Done(_) | Io::Again => return Step::Pending,
+                Io::Error(e) => return Step::Done(Outcome::Down(reason_of(e))),
+            }
+        }
+        if !self.expect {
+            return Step::Done(Outcome::Up {
+                delay_ms: cx.round.elapsed_ms(),
+            });
+        }
+        self.read(cx)
+    }
+
+    fn read(&mut self, cx: &Cx) -> Step {
+        let mut buf = [0u8; 4096];
+        loop {
+            let complete = match cx.conn.recv(&mut buf) {
+                Io::Done(0) => true,
+                Io::Done(n) => {
+                    if self.received.len() + n > self.limit {
+                        return Step::Done(Outcome::Down(Reason::Invalid));
+                    }
+                    self.received.extend_from_slice(&buf[..n]);
+                    false
+                }
+                Io::Again => return Step::Pending,
+                Io::Error(e) => return Step::Done(Outcome::Down(reason_of(e))),
+            };
+            let m = &self.m;
+            match m
+                .block
+                .expect_progress(&self.received, &m.regexes, complete)
+            {
+                ExpectProgress::Matched => {
+                    return Step::Done(Outcome::Up {
+                        delay_ms: cx.round.elapsed_ms(),
+                    })
+                }
+                ExpectProgress::Failed if complete => {
+                    return Step::Done(Outcome::Down(Reason::Closed))
+                }
+                ExpectProgress::Failed => return Step::Done(Outcome::Down(Reason::Mismatch)),
+                ExpectProgress::NeedMore if complete => {
+                    return Step::Done(Outcome::Down(Reason::Closed))
+                }
+                ExpectProgress::NeedMore => {}
+            }
+        }
+    }
 }
 
 impl Tcp {
@@ -40,6 +151,9 @@ impl Tcp {
 impl ProbeKind for Tcp {
     fn on_connected(&mut self, cx: &Cx) -> Step {
         self.delay_ms = cx.round.elapsed_ms();
+        if let Some(t) = self.talk.as_mut() {
+            return t.start(cx);
+        }
         match cx.conn.peek() {
             Peek::Data => return self.up(),
             Peek::Failed(r) => return Step::Done(Outcome::Down(r)),
@@ -64,23 +178,37 @@ impl ProbeKind for Tcp {
     /// healthy at once.
     fn on_reused(&mut self, cx: &Cx) -> Step {
         self.delay_ms = cx.round.elapsed_ms();
+        if let Some(t) = self.talk.as_mut() {
+            return t.start(cx);
+        }
         self.up()
     }
 
     fn on_readable(&mut self, cx: &Cx) -> Step {
-        self.peek(cx)
+        match self.talk.as_mut() {
+            Some(t) if t.sent < t.m.block.send().map_or(0, <[u8]>::len) => t.send(cx),
+            Some(t) => t.read(cx),
+            None => self.peek(cx),
+        }
     }
 
     fn on_writable(&mut self, cx: &Cx) -> Step {
-        self.peek(cx)
+        match self.talk.as_mut() {
+            Some(t) => t.send(cx),
+            None => self.peek(cx),
+        }
     }
 
-    /// Nothing arrived during the settle window: healthy.
+    /// Nothing arrived during the settle window: healthy; a send/expect
+    /// exchange that did not finish in time: `timeout`.
     fn on_timeout(&mut self, _cx: &Cx) -> Step {
+        if self.talk.is_some() {
+            return Step::Done(Outcome::Down(Reason::Timeout));
+        }
         self.up()
     }
 
     fn may_keep(&self) -> bool {
-        true
+        self.talk.is_none()
     }
 }
