@@ -3,6 +3,10 @@
 //! Like [`crate::Backend`], one thread owns the socket and mode changes are
 //! commands it confirms, so after [`UdpBackend::set_mode`] returns the new
 //! behaviour is in force.
+//!
+//! In [`UdpMode::Reply`] the answer is the port number as text unless
+//! [`UdpBackend::set_answer`] scripted other bytes (a `check_match` block's
+//! `expect` then has something to match, or not).
 
 use std::fmt;
 use std::io::{self, Read, Write};
@@ -22,7 +26,8 @@ const COMMAND_TIMEOUT: Duration = Duration::from_secs(5);
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
 pub enum UdpMode {
-    /// Record each datagram and answer it with the port number as text.
+    /// Record each datagram and answer it: with the port number as text,
+    /// or with the bytes given to [`UdpBackend::set_answer`].
     Reply = 0,
     /// Record each datagram, answer nothing.
     Silent = 1,
@@ -52,6 +57,8 @@ struct Shared {
     mode: AtomicU8,
     received: AtomicUsize,
     datagrams: Mutex<Vec<(Instant, Vec<u8>)>>,
+    /// What [`UdpMode::Reply`] answers; `None`: the port number.
+    answer: Mutex<Option<Vec<u8>>>,
 }
 
 /// A UDP backend on loopback; dropping it stops its thread.
@@ -90,6 +97,7 @@ impl UdpBackend {
             mode: AtomicU8::new(UdpMode::Reply as u8),
             received: AtomicUsize::new(0),
             datagrams: Mutex::new(Vec::new()),
+            answer: Mutex::new(None),
         });
         let (waker, wake) = UnixStream::pair().expect("udp backend: socketpair");
         wake.set_nonblocking(true)
@@ -146,6 +154,13 @@ impl UdpBackend {
                 self.port()
             ),
         }
+    }
+
+    /// In [`UdpMode::Reply`], answer with `answer` instead of the port
+    /// number (`None`: the port number again). In force for every datagram
+    /// received after this returns.
+    pub fn set_answer(&self, answer: Option<&[u8]>) {
+        *self.shared.answer.lock().unwrap() = answer.map(<[u8]>::to_vec);
     }
 
     /// Datagrams received so far.
@@ -245,7 +260,9 @@ fn run(
                         .push((Instant::now(), buf[..n].to_vec()));
                     shared.received.fetch_add(1, Ordering::SeqCst);
                     if mode == UdpMode::Reply {
-                        let _ = s.send_to(shared.port.to_string().as_bytes(), from);
+                        let answer = shared.answer.lock().unwrap().clone();
+                        let answer = answer.unwrap_or_else(|| shared.port.to_string().into_bytes());
+                        let _ = s.send_to(&answer, from);
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -260,4 +277,27 @@ fn rebind(port: u16) -> io::Result<UdpSocket> {
     let s = UdpSocket::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, port)))?;
     s.set_nonblocking(true)?;
     Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client::udp_roundtrip;
+
+    #[test]
+    fn scripted_answer_replaces_the_port() {
+        let b = UdpBackend::start();
+        assert_eq!(
+            udp_roundtrip(b.port(), b"x").unwrap(),
+            b.port().to_string().into_bytes()
+        );
+        b.set_answer(Some(b"+PONG"));
+        assert_eq!(udp_roundtrip(b.port(), b"PING").unwrap(), b"+PONG");
+        b.set_answer(None);
+        assert_eq!(
+            udp_roundtrip(b.port(), b"y").unwrap(),
+            b.port().to_string().into_bytes()
+        );
+        assert_eq!(b.payloads(), [&b"x"[..], b"PING", b"y"]);
+    }
 }
