@@ -25,6 +25,9 @@
 //!   in CSV, `never` in HTML and `0` in Prometheus (a sample must be a number).
 //!   `down_since` is only shown while the peer is down (`null` / empty
 //!   otherwise), whatever the caller put in it.
+//! - "No HTTP status yet" ([`PeerRow::http_status`] `None`) is `null` in
+//!   JSON, an empty cell in CSV and HTML and `0` in Prometheus, which has
+//!   the series only for `http`/`https` peers and only on the full page.
 //!
 //! See each format's module for its escaping rules: [`json`], [`csv`],
 //! [`html`], [`prom`].
@@ -314,7 +317,7 @@ pub struct PeerRow<'a> {
     pub rise: u32,
     /// Current consecutive failures.
     pub fall: u32,
-    /// `"tcp"` or `"udp"`.
+    /// `"tcp"`, `"udp"` or `"http"` (as [`crate::conf::CheckType::as_str`]).
     pub check_type: &'static str,
     /// Configured check port, 0 = the server's own.
     pub port: u16,
@@ -334,6 +337,13 @@ pub struct PeerRow<'a> {
     pub failures_by_reason: &'a [(&'static str, u64)],
     /// `refused`, `timeout`, `reset`, `closed`, `icmp-unreachable`, `error`.
     pub last_failure_reason: Option<&'static str>,
+    /// The status code of the last HTTP response the peer's check received
+    /// (`type=http`), whether that round passed or not; `None` before the
+    /// first one and always for a check type that speaks no HTTP (`tcp`,
+    /// `udp`). JSON `null`, an empty CSV and HTML cell; Prometheus prints
+    /// it (as `0` while `None`) only for `http` and `https` peers, on the
+    /// full page.
+    pub http_status: Option<u16>,
     /// Unix ms of the last up/down flip, 0 = never.
     pub last_change_ms: u64,
     /// Duration of the last round, ms (0 before the first).
@@ -431,6 +441,9 @@ pub struct Renderer {
     ends: Vec<usize>,
     /// Prometheus: printed rows seen in the current pass.
     cursor: usize,
+    /// Prometheus: the current pass's family header is written (a family
+    /// that not every peer has writes it before its first sample).
+    headed: bool,
 }
 
 impl Renderer {
@@ -459,6 +472,7 @@ impl Renderer {
             labels: Vec::new(),
             ends: Vec::new(),
             cursor: 0,
+            headed: false,
         }
     }
 
@@ -582,7 +596,10 @@ impl Renderer {
             if next > pass {
                 return;
             }
-            prom::pass_header(next, self.full(), out);
+            self.headed = !prom::header_waits(next, self.full());
+            if self.headed {
+                prom::pass_header(next, self.full(), out);
+            }
             self.pass = Some(next);
             self.cursor = 0;
         }
@@ -590,15 +607,23 @@ impl Renderer {
 
     fn prom_row(&mut self, pass: usize, r: &PeerRow, out: &mut Vec<u8>) {
         let full = self.full();
-        if pass == 0 {
+        // The row's place among the printed rows, whose label sets pass 0
+        // computes.
+        let i = if pass == 0 {
             prom::label_set(r, &mut self.labels);
             self.ends.push(self.labels.len());
-            let start = self.ends.len().checked_sub(2).map_or(0, |i| self.ends[i]);
-            prom::pass_row(pass, full, r, &self.labels[start..], out);
+            self.ends.len() - 1
+        } else {
+            self.cursor += 1;
+            self.cursor - 1
+        };
+        if !prom::has_samples(pass, full, r) {
             return;
         }
-        let i = self.cursor;
-        self.cursor += 1;
+        if !self.headed {
+            prom::pass_header(pass, full, out);
+            self.headed = true;
+        }
         match self.ends.get(i) {
             Some(&end) => {
                 let start = i.checked_sub(1).map_or(0, |j| self.ends[j]);

@@ -1504,7 +1504,12 @@ fn reasons() -> Vec<&'static str> {
         .collect()
 }
 
-const TYPES: [&str; 4] = ["tcp", "udp", "", "-x,\"y\"\n<b>"];
+const TYPES: [&str; 6] = ["tcp", "udp", "http", "https", "", "-x,\"y\"\n<b>"];
+
+/// Whether a peer of `check_type` has the HTTP status series (full page).
+fn speaks_http(check_type: &str) -> bool {
+    matches!(check_type, "http" | "https")
+}
 
 #[derive(Clone, Debug)]
 struct OwnedRow {
@@ -1521,6 +1526,7 @@ struct OwnedRow {
     fails_total: u64,
     failures: Vec<(&'static str, u64)>,
     last_failure_reason: Option<&'static str>,
+    http_status: Option<u16>,
     last_change_ms: u64,
     down_since_ms: Option<u64>,
     buckets: Vec<u64>,
@@ -1564,6 +1570,15 @@ fn owned_row() -> impl Strategy<Value = OwnedRow> {
             any::<u32>(),
             prop::sample::select(TYPES.to_vec()),
             any::<u16>(),
+            // Any type may carry one: the renderers decide what to show.
+            prop::option::of(prop_oneof![
+                Just(0u16),
+                Just(200),
+                Just(503),
+                Just(u16::MAX),
+                100u16..600,
+                any::<u16>(),
+            ]),
         ),
         (
             proptest::array::uniform4(edge_i64()),
@@ -1580,7 +1595,7 @@ fn owned_row() -> impl Strategy<Value = OwnedRow> {
     )
         .prop_map(
             |(
-                (group, upstream, name, up, rise, fall, check_type, port),
+                (group, upstream, name, up, rise, fall, check_type, port, http_status),
                 (
                     delays,
                     checks,
@@ -1607,6 +1622,7 @@ fn owned_row() -> impl Strategy<Value = OwnedRow> {
                 fails_total,
                 failures,
                 last_failure_reason,
+                http_status,
                 last_change_ms,
                 down_since_ms,
                 buckets,
@@ -1643,6 +1659,7 @@ fn borrow(owned: &[OwnedRow]) -> Vec<PeerRow<'_>> {
                 fails_total: o.fails_total,
                 failures_by_reason: &o.failures,
                 last_failure_reason: o.last_failure_reason,
+                http_status: o.http_status,
                 last_change_ms: o.last_change_ms,
                 last_duration_ms: o.sum,
                 down_since_ms: o.down_since_ms,
@@ -1739,9 +1756,35 @@ fn check_json(
         prop_assert_eq!(o["checks"].as_u64(), Some(r.checks));
         prop_assert_eq!(o["fails_total"].as_u64(), Some(r.fails_total));
         prop_assert_eq!(o["last_failure_reason"].as_str(), r.last_failure_reason);
+        prop_assert_eq!(
+            o.get("http_status"),
+            Some(&serde_json::json!(r.http_status)),
+            "a number or null"
+        );
         prop_assert_eq!(o["last_change"].as_u64(), shown_last_change(r));
         prop_assert_eq!(o["down_since"].as_u64(), shown_down_since(r));
-        prop_assert_eq!(o.as_object().map(|m| m.len()), Some(17));
+        prop_assert_eq!(o.as_object().map(|m| m.len()), Some(18));
+    }
+    // Key order (serde_json's map does not keep it): each peer is one line,
+    // and a key with its `": ` cannot occur inside an escaped string.
+    let text = std::str::from_utf8(body).map_err(|e| TestCaseError::fail(e.to_string()))?;
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("    {\"index\": "))
+        .collect();
+    prop_assert_eq!(lines.len(), shown.len());
+    for line in lines {
+        let at = |key: &str| line.find(&format!("\"{key}\": "));
+        let (reason, http, change) = (
+            at("last_failure_reason"),
+            at("http_status"),
+            at("last_change"),
+        );
+        prop_assert!(
+            reason.is_some() && reason < http && http < change,
+            "{}",
+            line
+        );
     }
     Ok(())
 }
@@ -1788,6 +1831,7 @@ fn check_csv(body: &[u8], filter: Option<Filter>, rows: &[PeerRow]) -> Result<()
                 .map_or(String::new(), |s| csv_expected(s.as_bytes())),
             opt(shown_last_change(r)),
             opt(shown_down_since(r)),
+            opt(r.http_status.map(u64::from)),
         ];
         prop_assert_eq!(
             rec.iter().collect::<Vec<_>>(),
@@ -1833,7 +1877,7 @@ fn check_html(body: &[u8], query: &Query, rows: &[PeerRow]) -> Result<(), TestCa
     prop_assert_eq!(got.len(), shown.len());
     for ((down, cells), r) in got.iter().zip(&shown) {
         prop_assert_eq!(*down, !r.up);
-        prop_assert_eq!(cells.len(), 17, "{:?}", cells);
+        prop_assert_eq!(cells.len(), 18, "{:?}", cells);
         prop_assert_eq!(&cells[0], &r.index.to_string());
         prop_assert_eq!(
             html_unescape(&cells[1]).map_err(TestCaseError::fail)?,
@@ -1848,7 +1892,14 @@ fn check_html(body: &[u8], query: &Query, rows: &[PeerRow]) -> Result<(), TestCa
             html_unescape(&cells[6]).map_err(TestCaseError::fail)?,
             html_expected(r.check_type.as_bytes())
         );
+        prop_assert_eq!(
+            &cells[15],
+            &r.http_status.map_or(String::new(), |c| c.to_string())
+        );
     }
+    prop_assert!(
+        shown.is_empty() || page.contains("<th>last failure</th><th>HTTP</th><th>last change</th>")
+    );
     match query.refresh {
         Some(n) => {
             let meta_refresh = format!("<meta http-equiv=\"refresh\" content=\"{n}\">");
@@ -2026,6 +2077,40 @@ fn check_prom(
         per_peer.entry(key).or_default().push(s);
     }
     prop_assert_eq!(per_peer.len(), shown.len());
+    // The families, in order: the page's, then (with a printed peer) the
+    // lean or full page's per-peer ones; http_status only with a printed
+    // peer that has it (its header comes with its first sample).
+    let families: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .map(|l| l.split(' ').next().unwrap_or(""))
+        .collect();
+    let mut want = vec![
+        "nginx_upstream_count_total",
+        "nginx_upstream_count_up",
+        "nginx_upstream_count_down",
+        "nginx_upstream_count_generation",
+    ];
+    if !shown.is_empty() {
+        let s = |n: &'static str| Some(n);
+        want.extend(
+            [
+                s("nginx_upstream_server_rise").filter(|_| full),
+                s("nginx_upstream_server_fall").filter(|_| full),
+                s("nginx_upstream_server_active"),
+                s("nginx_upstream_server_checks_total"),
+                s("nginx_upstream_server_check_failures_total"),
+                s("nginx_upstream_server_last_change_timestamp_seconds").filter(|_| full),
+                s("nginx_upstream_server_check_last_duration_seconds"),
+                s("nginx_upstream_server_http_status")
+                    .filter(|_| full && shown.iter().any(|r| speaks_http(r.check_type))),
+                s("nginx_upstream_server_check_duration_seconds").filter(|_| full),
+            ]
+            .into_iter()
+            .flatten(),
+        );
+    }
+    prop_assert_eq!(families, want);
     for r in &shown {
         let key = (r.group.as_str().to_string(), r.index.to_string());
         let ss = per_peer
@@ -2064,6 +2149,11 @@ fn check_prom(
         prop_assert_eq!(
             one("nginx_upstream_server_last_change_timestamp_seconds"),
             full.then(|| ms_as_seconds(shown_last_change(r).unwrap_or(0)))
+        );
+        // Full page, http/https peers only, 0 before the first response.
+        prop_assert_eq!(
+            one("nginx_upstream_server_http_status"),
+            (full && speaks_http(r.check_type)).then(|| r.http_status.unwrap_or(0).to_string())
         );
         // Failures: one series per distinct reason, with the (saturating) sum.
         let mut want: Vec<(&str, u64)> = Vec::new();
@@ -2184,6 +2274,7 @@ proptest! {
     fn stepwise_rendering_equals_one_piece(owned in vec(owned_row(), 0..12),
                                            filter in filter_strategy(),
                                            refresh in prop::option::of(1u32..=3600),
+                                           histogram in any::<Option<bool>>(),
                                            mut cuts in vec(0usize..=12, 0..6),
                                            generation in edge_u64(),
                                            now_ms in edge_u64()) {
@@ -2199,7 +2290,7 @@ proptest! {
         cuts.iter_mut().for_each(|c| *c = (*c).min(ordered.len()));
         cuts.sort_unstable();
         for format in Format::ALL {
-            let query = Query { format: Some(format), filter, refresh, histogram: None };
+            let query = Query { format: Some(format), filter, refresh, histogram };
             let whole = render(format, &query, &meta, &rows);
             let counts = status::Counts::of(&rows, filter);
             let mut out = b"PREFIX".to_vec();
@@ -2886,13 +2977,14 @@ fn render_huge_times() {
         up: false,
         rise: u32::MAX,
         fall: u32::MAX,
-        check_type: "tcp",
+        check_type: "http",
         port: u16::MAX,
         delays: [i64::MIN, i64::MAX, -1, 0],
         checks: u64::MAX,
         fails_total: u64::MAX,
         failures: vec![("timeout", u64::MAX), ("timeout", u64::MAX)],
         last_failure_reason: Some("timeout"),
+        http_status: Some(u16::MAX),
         last_change_ms: u64::MAX,
         down_since_ms: Some(1),
         buckets: vec![u64::MAX; DURATION_SLOTS],

@@ -4,7 +4,9 @@
 //! - Header: [`HEADER`]. Our columns after the C module's: `checks`,
 //!   `fails_total`, `last_failure_reason` (empty when none), `last_change`
 //!   (unix ms, empty when never), `down_since` (unix ms while down, else
-//!   empty).
+//!   empty), `http_status` (the last HTTP status code the check got, empty
+//!   before any and for a check type without HTTP). New columns are only
+//!   ever appended, so a reader that goes by position keeps working.
 //! - Records end with `\n` (LF, as the C module prints; RFC 4180 readers
 //!   accept it). No trailing data after the last record.
 //! - RFC 4180 quoting: a cell containing `,`, `"`, CR or LF is wrapped in
@@ -23,7 +25,7 @@ use super::{shown_down_since, shown_last_change, PeerRow};
 /// The header line, without its line end.
 pub const HEADER: &str = "index,upstream_type,upstream_name,host,rise,fall,check_type,check_port,\
 last_delay,avg_delay,min_delay,max_delay,status,\
-checks,fails_total,last_failure_reason,last_change,down_since";
+checks,fails_total,last_failure_reason,last_change,down_since,http_status";
 
 /// The header line.
 pub(super) fn head(out: &mut Vec<u8>) {
@@ -73,6 +75,10 @@ pub(super) fn row(r: &PeerRow, out: &mut Vec<u8>) {
         out.push(b',');
         if let Some(t) = shown_down_since(r) {
             push_u64(out, t);
+        }
+        out.push(b',');
+        if let Some(code) = r.http_status {
+            push_u64(out, code.into());
         }
         out.push(b'\n');
     }

@@ -8,6 +8,10 @@
 //! - Per group (`http`, `stream`) a heading with its printed counts and a
 //!   table; down rows have class `down` and a red background; an empty group
 //!   says so instead of an empty table.
+//! - A value not known yet is `&ndash;` (delays, last failure, down for) or
+//!   `never` (last change); the `HTTP` column (the last HTTP status code
+//!   the check got) is an empty cell when there is none, as it always is
+//!   for a check type without HTTP.
 //! - Text is escaped: `&` `<` `>` `"` `'` as entities; invalid UTF-8, C0
 //!   controls other than TAB/LF/CR, DEL and C1 controls (U+0080..U+009F)
 //!   become U+FFFD. The page is valid UTF-8.
@@ -35,7 +39,7 @@ tr.down td.s{color:#b00020}\
 tbody tr:hover td{background:#f6f8fa}\
 tr.down:hover td{background:#ffd0d0}";
 
-const COLUMNS: &[&str] = &[
+pub(super) const COLUMNS: &[&str] = &[
     "#",
     "upstream",
     "server",
@@ -51,6 +55,7 @@ const COLUMNS: &[&str] = &[
     "checks",
     "failures",
     "last failure",
+    "HTTP",
     "last change",
     "down for",
 ];
@@ -278,6 +283,11 @@ pub(super) fn row(r: &PeerRow, now_ms: u64, out: &mut Vec<u8>) {
     match r.last_failure_reason {
         Some(reason) => text(out, reason.as_bytes()),
         None => out.extend_from_slice(b"&ndash;"),
+    }
+    // Empty, not a dash, when there is none: most checks speak no HTTP.
+    out.extend_from_slice(b"</td><td class=\"n\">");
+    if let Some(code) = r.http_status {
+        push_u64(out, code.into());
     }
     out.extend_from_slice(b"</td><td>");
     match shown_last_change(r) {

@@ -15,9 +15,10 @@
 //! Per peer, the C module's fields first (`index`, `upstream`, `name`,
 //! `status`, `rise`, `fall`, `type`, `port`, `last_delay_ms`, `avg_delay_ms`,
 //! `min_delay_ms`, `max_delay_ms`), then ours: `checks`, `fails_total`,
-//! `last_failure_reason` (string or `null`), `last_change` (unix ms, `null`
-//! when the peer never changed state), `down_since` (unix ms while down,
-//! else `null`).
+//! `last_failure_reason` (string or `null`), `http_status` (the last HTTP
+//! status code the check got, a number, `null` before any and for a check
+//! type without HTTP), `last_change` (unix ms, `null` when the peer never
+//! changed state), `down_since` (unix ms while down, else `null`).
 //!
 //! Strings: `"` and `\` are backslash-escaped, `\n` `\r` `\t` `\b` `\f` use
 //! their short escapes, other control characters (U+0000..U+001F, U+007F)
@@ -98,6 +99,8 @@ fn peer(r: &PeerRow, out: &mut Vec<u8>) {
         Some(reason) => string(out, reason.as_bytes()),
         None => out.extend_from_slice(b"null"),
     }
+    out.extend_from_slice(b", \"http_status\": ");
+    opt_u64(out, r.http_status.map(u64::from));
     out.extend_from_slice(b", \"last_change\": ");
     opt_u64(out, shown_last_change(r));
     out.extend_from_slice(b", \"down_since\": ");

@@ -15,6 +15,7 @@
 //! | `nginx_upstream_server_check_failures_total` | counter | peer, `reason` | both |
 //! | `nginx_upstream_server_last_change_timestamp_seconds` | gauge (0 = never) | peer | full |
 //! | `nginx_upstream_server_check_last_duration_seconds` | gauge | peer | both |
+//! | `nginx_upstream_server_http_status` | gauge (0 = none yet) | peer | full, `http`/`https` peers only |
 //! | `nginx_upstream_server_check_duration_seconds` | histogram | peer (+ `le`) | full |
 //!
 //! The default page carries the families marked "both"; the full page
@@ -23,6 +24,14 @@
 //! can produce (the caller passes those in [`PeerRow::failures_by_reason`]),
 //! so a tcp peer costs 3 + 6 = 9 series and a udp peer 3 + 1 = 4 on the
 //! default page.
+//!
+//! `http_status` is the last HTTP status code the peer's check got
+//! ([`PeerRow::http_status`], `0` before the first). Only peers whose
+//! `type` is `http` or `https` have the series, from the first scrape on
+//! (a peer's type never changes, so neither does its set of series); other
+//! check types never get an HTTP status, and no series stands for them.
+//! The family's `# HELP` and `# TYPE` come with its first sample, so a page
+//! without such a peer carries no empty family.
 //!
 //! The peer labels are the C module's `index`, `upstream_type` (`http` or
 //! `stream`), `upstream`, `name`, `type`, `port`. `upstream_type` + `index`
@@ -91,6 +100,7 @@ enum Family {
     Failures,
     LastChange,
     LastDuration,
+    HttpStatus,
     Histogram,
 }
 
@@ -104,8 +114,9 @@ const LEAN: [Family; 4] = [
 ];
 
 /// The full page's (`?histogram=on`): the lean families, `rise`, `fall`,
-/// the last change's time and the duration histogram.
-const FULL: [Family; 8] = [
+/// the last change's time, the last HTTP status (http/https peers) and the
+/// duration histogram.
+const FULL: [Family; 9] = [
     Family::Rise,
     Family::Fall,
     Family::Active,
@@ -113,6 +124,7 @@ const FULL: [Family; 8] = [
     Family::Failures,
     Family::LastChange,
     Family::LastDuration,
+    Family::HttpStatus,
     Family::Histogram,
 ];
 
@@ -149,6 +161,28 @@ pub(super) fn label_set(r: &PeerRow, labels: &mut Vec<u8>) {
     labels.push(b'"');
 }
 
+/// Whether `check_type` speaks HTTP, so the peer has an HTTP status series.
+fn speaks_http(check_type: &str) -> bool {
+    matches!(check_type, "http" | "https")
+}
+
+/// Whether pass `pass`'s family has samples for `r` (every peer has one in
+/// every family but `http_status`).
+pub(super) fn has_samples(pass: usize, full: bool, r: &PeerRow) -> bool {
+    match families(full).get(pass) {
+        Some(Family::HttpStatus) => speaks_http(r.check_type),
+        Some(_) => true,
+        None => false,
+    }
+}
+
+/// Whether pass `pass`'s family's header waits for its first sample
+/// ([`pass_header`] then comes just before it) instead of opening the pass:
+/// a family only some peers have is left out when no printed peer has it.
+pub(super) fn header_waits(pass: usize, full: bool) -> bool {
+    families(full).get(pass) == Some(&Family::HttpStatus)
+}
+
 /// `# HELP` and `# TYPE` of pass `pass`'s family.
 pub(super) fn pass_header(pass: usize, full: bool, out: &mut Vec<u8>) {
     let Some(&family) = families(full).get(pass) else {
@@ -171,11 +205,15 @@ pub(super) fn pass_header(pass: usize, full: bool, out: &mut Vec<u8>) {
     }
 }
 
-/// `r`'s samples in pass `pass`'s family; `set` is its [`label_set`].
+/// `r`'s samples in pass `pass`'s family, if it has any there (see
+/// [`has_samples`]); `set` is its [`label_set`].
 pub(super) fn pass_row(pass: usize, full: bool, r: &PeerRow, set: &[u8], out: &mut Vec<u8>) {
     let Some(&family) = families(full).get(pass) else {
         return;
     };
+    if !has_samples(pass, full, r) {
+        return;
+    }
     match family {
         Family::Failures => failures(r, set, out),
         Family::Histogram => durations(r, set, out),
@@ -190,6 +228,8 @@ fn per_peer(f: Family) -> &'static PerPeer {
         Family::Active => &PER_PEER[2],
         Family::Checks => &PER_PEER[3],
         Family::LastChange => &PER_PEER[4],
+        Family::HttpStatus => &PER_PEER[6],
+        // LastDuration; Failures and Histogram have their own writers.
         _ => &PER_PEER[5],
     }
 }
@@ -202,7 +242,7 @@ struct PerPeer {
     value: fn(&PeerRow, &mut Vec<u8>),
 }
 
-const PER_PEER: [PerPeer; 6] = [
+const PER_PEER: [PerPeer; 7] = [
     PerPeer {
         name: "nginx_upstream_server_rise",
         help: "Current consecutive successful checks.",
@@ -238,6 +278,12 @@ const PER_PEER: [PerPeer; 6] = [
         help: "Duration of the peer's last health check round, 0 before the first.",
         kind: "gauge",
         value: |r, out| push_ms_as_seconds(out, r.last_duration_ms),
+    },
+    PerPeer {
+        name: "nginx_upstream_server_http_status",
+        help: "Last HTTP status code of the peer's check, 0 before any.",
+        kind: "gauge",
+        value: |r, out| push_u64(out, r.http_status.map_or(0, u64::from)),
     },
 ];
 

@@ -25,6 +25,7 @@ fn row<'a>(group: Group, index: u32, upstream: &'a [u8], name: &'a [u8], up: boo
         fails_total: 4,
         failures_by_reason: REASONS,
         last_failure_reason: if up { None } else { Some("refused") },
+        http_status: None,
         last_change_ms: if up { 0 } else { 1_700_000_000_123 },
         last_duration_ms: 12,
         down_since_ms: if up { None } else { Some(1_700_000_000_123) },
@@ -49,6 +50,33 @@ fn sample() -> Vec<PeerRow<'static>> {
             check_type: "udp",
             port: 5353,
             ..row(Group::Stream, 0, b"web", b"127.0.0.1:8081", true)
+        },
+    ]
+}
+
+/// http: an http peer that got a 503, one before its first response, a tcp
+/// one and an https one that got a 200; stream: a udp peer.
+fn http_rows() -> Vec<PeerRow<'static>> {
+    vec![
+        PeerRow {
+            check_type: "http",
+            http_status: Some(503),
+            ..row(Group::Http, 0, b"web", b"10.0.0.1:80", false)
+        },
+        PeerRow {
+            check_type: "http",
+            ..row(Group::Http, 1, b"web", b"10.0.0.2:80", true)
+        },
+        row(Group::Http, 2, b"web", b"10.0.0.3:80", true),
+        PeerRow {
+            check_type: "https",
+            http_status: Some(200),
+            ..row(Group::Http, 3, b"web", b"10.0.0.4:443", true)
+        },
+        PeerRow {
+            check_type: "udp",
+            port: 53,
+            ..row(Group::Stream, 0, b"dns", b"10.0.0.5:53", true)
         },
     ]
 }
@@ -239,11 +267,11 @@ fn json_exact() {
     let up0 = json!({"index": 0, "upstream": "web", "name": "127.0.0.1:8081", "status": "up",
         "rise": 2, "fall": 0, "type": "tcp", "port": 0, "last_delay_ms": 1, "avg_delay_ms": 1,
         "min_delay_ms": 1, "max_delay_ms": 2, "checks": 9, "fails_total": 4,
-        "last_failure_reason": null, "last_change": null, "down_since": null});
+        "last_failure_reason": null, "http_status": null, "last_change": null, "down_since": null});
     let down1 = json!({"index": 1, "upstream": "web", "name": "127.0.0.1:8082", "status": "down",
         "rise": 0, "fall": 4, "type": "tcp", "port": 0, "last_delay_ms": -1, "avg_delay_ms": -1,
         "min_delay_ms": -1, "max_delay_ms": -1, "checks": 9, "fails_total": 4,
-        "last_failure_reason": "refused", "last_change": 1_700_000_000_123u64,
+        "last_failure_reason": "refused", "http_status": null, "last_change": 1_700_000_000_123u64,
         "down_since": 1_700_000_000_123u64});
     let mut s0 = up0.clone();
     s0["type"] = json!("udp");
@@ -281,6 +309,7 @@ fn json_exact() {
         "checks",
         "fails_total",
         "last_failure_reason",
+        "http_status",
         "last_change",
         "down_since",
     ];
@@ -293,6 +322,44 @@ fn json_exact() {
     assert!(body.starts_with(
         "{\"servers\": {\n  \"total\": 3, \"up\": 2, \"down\": 1, \"generation\": 3,\n"
     ));
+}
+
+#[test]
+fn json_http_status() {
+    let v = json_of(&http_rows(), None);
+    let codes: Vec<&Value> = v["servers"]["http"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(v["servers"]["stream"].as_array().unwrap())
+        .map(|p| &p["http_status"])
+        .collect();
+    assert_eq!(
+        codes,
+        [
+            &json!(503),
+            &Value::Null,
+            &Value::Null,
+            &json!(200),
+            &Value::Null
+        ]
+    );
+    // Right after last_failure_reason.
+    let body = String::from_utf8(out(Format::Json, None, &http_rows())).unwrap();
+    let line = |name: &str| body.lines().find(|l| l.contains(name)).unwrap().to_string();
+    assert!(line("10.0.0.1:80").contains(
+        ", \"last_failure_reason\": \"refused\", \"http_status\": 503, \"last_change\": "
+    ));
+    assert!(line("10.0.0.2:80")
+        .contains(", \"last_failure_reason\": null, \"http_status\": null, \"last_change\": "));
+    let max = [PeerRow {
+        http_status: Some(u16::MAX),
+        ..http_rows()[0]
+    }];
+    assert_eq!(
+        json_of(&max, None)["servers"]["http"][0]["http_status"],
+        json!(65535)
+    );
 }
 
 #[test]
@@ -377,6 +444,7 @@ fn expected_csv(r: &PeerRow) -> Vec<String> {
         r.last_failure_reason.unwrap_or("").into(),
         opt((r.last_change_ms != 0).then_some(r.last_change_ms)),
         opt(if r.up { None } else { r.down_since_ms }),
+        opt(r.http_status.map(u64::from)),
     ]
 }
 
@@ -399,10 +467,10 @@ fn csv_sample() {
     assert_eq!(
         body,
         "index,upstream_type,upstream_name,host,rise,fall,check_type,check_port,last_delay,avg_delay,min_delay,\
-max_delay,status,checks,fails_total,last_failure_reason,last_change,down_since\n\
-0,http,web,127.0.0.1:8081,2,0,tcp,0,1,1,1,2,up,9,4,,,\n\
-1,http,web,127.0.0.1:8082,0,4,tcp,0,-1,-1,-1,-1,down,9,4,refused,1700000000123,1700000000123\n\
-0,stream,web,127.0.0.1:8081,2,0,udp,5353,1,1,1,2,up,9,4,,,\n"
+max_delay,status,checks,fails_total,last_failure_reason,last_change,down_since,http_status\n\
+0,http,web,127.0.0.1:8081,2,0,tcp,0,1,1,1,2,up,9,4,,,,\n\
+1,http,web,127.0.0.1:8082,0,4,tcp,0,-1,-1,-1,-1,down,9,4,refused,1700000000123,1700000000123,\n\
+0,stream,web,127.0.0.1:8081,2,0,udp,5353,1,1,1,2,up,9,4,,,,\n"
     );
     for filter in FILTERS {
         check_csv(&sample(), filter);
@@ -410,6 +478,32 @@ max_delay,status,checks,fails_total,last_failure_reason,last_change,down_since\n
     }
     let body = out(Format::Csv, None, &[]);
     assert_eq!(body, format!("{}\n", csv::HEADER).as_bytes());
+}
+
+#[test]
+fn csv_http_status_is_the_last_column() {
+    let old = "index,upstream_type,upstream_name,host,rise,fall,check_type,check_port,last_delay,\
+avg_delay,min_delay,max_delay,status,checks,fails_total,last_failure_reason,last_change,down_since";
+    assert_eq!(csv::HEADER, format!("{old},http_status"));
+    let body = out(Format::Csv, None, &http_rows());
+    let (header, recs) = csv_records(&body);
+    assert_eq!(header.len(), 19);
+    assert_eq!(&header[18], "http_status");
+    let last: Vec<&str> = recs.iter().map(|r| &r[18]).collect();
+    assert_eq!(last, ["503", "", "", "200", ""]);
+    // The columns before it are where they were.
+    assert_eq!(&recs[0][15], "refused");
+    assert_eq!(&recs[0][17], "1700000000123");
+    let text = String::from_utf8(body).unwrap();
+    assert!(text
+        .lines()
+        .nth(1)
+        .unwrap()
+        .ends_with(",1700000000123,1700000000123,503"));
+    assert!(text.lines().nth(2).unwrap().ends_with(",up,9,4,,,,"));
+    for filter in FILTERS {
+        check_csv(&http_rows(), filter);
+    }
 }
 
 #[test]
@@ -477,6 +571,22 @@ fn html_page() {
     assert!(page.contains("<a href=\"?format=html&amp;status=down&amp;refresh=7\">reload</a>"));
     assert!(page.contains("<a href=\"?format=html&amp;refresh=7\">all</a>"));
     assert!(page.contains(" <strong>7 s</strong>"));
+}
+
+#[test]
+fn html_http_cell() {
+    let page = html_of(&http_rows(), None);
+    assert!(page.contains("<th>last failure</th><th>HTTP</th><th>last change</th>"));
+    assert_eq!(page.matches("<th>HTTP</th>").count(), 2, "one per table");
+    let line = |name: &str| page.lines().find(|l| l.contains(name)).unwrap().to_string();
+    assert!(line("10.0.0.1:80").contains(">refused</td><td class=\"n\">503</td><td><span"));
+    assert!(line("10.0.0.2:80").contains(">&ndash;</td><td class=\"n\"></td><td>never</td>"));
+    assert!(line("10.0.0.3:80").contains("<td class=\"n\"></td><td>never</td>"));
+    assert!(line("10.0.0.4:443").contains("<td class=\"n\">200</td>"));
+    assert!(line("10.0.0.5:53").contains("<td class=\"n\"></td><td>never</td>"));
+    for l in page.lines().filter(|l| l.starts_with("<tr")) {
+        assert_eq!(l.matches("<td").count(), html::COLUMNS.len(), "{l}");
+    }
 }
 
 #[test]
@@ -674,8 +784,8 @@ fn prom_of(rows: &[PeerRow], filter: Option<Filter>) -> Vec<Sample> {
     validate_prom(&body).unwrap_or_else(|e| panic!("{e}\n{}", String::from_utf8_lossy(&body)))
 }
 
-/// The full page (`?histogram=on`).
-fn prom_full_of(rows: &[PeerRow], filter: Option<Filter>) -> Vec<Sample> {
+/// The full page's (`?histogram=on`) body.
+fn prom_full_body(rows: &[PeerRow], filter: Option<Filter>) -> String {
     let query = Query {
         format: Some(Format::Prometheus),
         filter,
@@ -684,8 +794,24 @@ fn prom_full_of(rows: &[PeerRow], filter: Option<Filter>) -> Vec<Sample> {
     };
     let mut body = Vec::new();
     render_with(Format::Prometheus, &query, &META, rows, &mut body);
-    validate_prom(&body).unwrap_or_else(|e| panic!("{e}\n{}", String::from_utf8_lossy(&body)))
+    String::from_utf8(body).expect("utf-8")
 }
+
+/// The full page's samples.
+fn prom_full_of(rows: &[PeerRow], filter: Option<Filter>) -> Vec<Sample> {
+    let body = prom_full_body(rows, filter);
+    validate_prom(body.as_bytes()).unwrap_or_else(|e| panic!("{e}\n{body}"))
+}
+
+/// Families in the order of their `# TYPE` lines.
+fn prom_families(body: &str) -> Vec<&str> {
+    body.lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .map(|l| l.split(' ').next().unwrap())
+        .collect()
+}
+
+const HTTP_STATUS: &str = "nginx_upstream_server_http_status";
 
 fn value_of(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> f64 {
     let want: BTreeMap<String, String> = labels
@@ -914,6 +1040,95 @@ fn prom_lean_and_full_pages() {
     assert_eq!(per_peer(&full, "stream").len(), 4 + 3 + 15);
 }
 
+/// The full page has an HTTP status series for each http and https peer
+/// (0 before its first response) and none for tcp and udp peers; its
+/// header comes with its first sample, after the last duration's family.
+#[test]
+fn prom_http_status_on_the_full_page() {
+    let rows = http_rows();
+    let body = prom_full_body(&rows, None);
+    let s = prom_full_of(&rows, None);
+    let peer = |i: &'static str, n: &'static str, ty: &'static str, p: &'static str| {
+        vec![
+            ("index", i),
+            ("upstream_type", "http"),
+            ("upstream", "web"),
+            ("name", n),
+            ("type", ty),
+            ("port", p),
+        ]
+    };
+    assert_eq!(
+        value_of(&s, HTTP_STATUS, &peer("0", "10.0.0.1:80", "http", "0")),
+        503.0
+    );
+    assert_eq!(
+        value_of(&s, HTTP_STATUS, &peer("1", "10.0.0.2:80", "http", "0")),
+        0.0
+    );
+    assert_eq!(
+        value_of(&s, HTTP_STATUS, &peer("3", "10.0.0.4:443", "https", "0")),
+        200.0
+    );
+    let typed: Vec<&str> = s
+        .iter()
+        .filter(|s| s.name == HTTP_STATUS)
+        .map(|s| s.labels["type"].as_str())
+        .collect();
+    assert_eq!(typed, ["http", "http", "https"], "no tcp or udp series");
+    assert!(body.contains(
+        "# HELP nginx_upstream_server_http_status Last HTTP status code of the peer's check, \
+0 before any.\n# TYPE nginx_upstream_server_http_status gauge\n"
+    ));
+    let families = prom_families(&body);
+    let at = |name: &str| families.iter().position(|f| *f == name).unwrap();
+    assert_eq!(
+        at(HTTP_STATUS),
+        at("nginx_upstream_server_check_last_duration_seconds") + 1
+    );
+    assert_eq!(
+        at("nginx_upstream_server_check_duration_seconds"),
+        at(HTTP_STATUS) + 1
+    );
+
+    // tcp and udp peers only, or no http peer printed: no family at all.
+    let tcp_only = prom_full_body(&sample(), None);
+    assert!(!tcp_only.contains(HTTP_STATUS), "{tcp_only}");
+    prom_full_of(&sample(), None);
+    assert!(prom_full_of(&rows, Some(Filter::Up))
+        .iter()
+        .any(|s| s.name == HTTP_STATUS));
+    let down = prom_full_of(&rows, Some(Filter::Down));
+    assert_eq!(down.iter().filter(|s| s.name == HTTP_STATUS).count(), 1);
+    let mut up_http = sample();
+    up_http.push(PeerRow {
+        check_type: "http",
+        http_status: Some(200),
+        ..row(Group::Http, 2, b"web", b"10.0.0.9:80", true)
+    });
+    up_http.sort_by_key(|r| r.group == Group::Stream);
+    assert!(prom_full_body(&up_http, None).contains(HTTP_STATUS));
+    assert!(!prom_full_body(&up_http, Some(Filter::Down)).contains(HTTP_STATUS));
+
+    // A tcp row's series are the same whatever it carries in http_status.
+    let odd = [PeerRow {
+        http_status: Some(404),
+        ..row(Group::Http, 0, b"u", b"10.0.0.1:80", true)
+    }];
+    assert!(!prom_full_body(&odd, None).contains(HTTP_STATUS));
+}
+
+/// The default page never has the HTTP status family.
+#[test]
+fn prom_lean_page_has_no_http_status() {
+    for filter in FILTERS {
+        let body = String::from_utf8(out(Format::Prometheus, filter, &http_rows())).unwrap();
+        validate_prom(body.as_bytes()).unwrap();
+        assert!(!body.contains(HTTP_STATUS), "{body}");
+        assert!(!prom_families(&body).is_empty());
+    }
+}
+
 #[test]
 fn prom_hostile() {
     let long = long_name();
@@ -940,7 +1155,8 @@ fn prom_hostile() {
 
 /// Writes the sample page (with hostile names) for `promtool check metrics`:
 /// `cargo test -p healthcheck-core -- --ignored write_prom_sample` then
-/// `promtool check metrics < /tmp/healthcheck-status.prom`.
+/// `promtool check metrics < /tmp/healthcheck-status-all.prom` (and `-up`,
+/// `-down`, `-empty`, `-full`).
 #[test]
 #[ignore]
 fn write_prom_sample() {
@@ -982,6 +1198,23 @@ fn write_prom_sample() {
     std::fs::write(
         "/tmp/healthcheck-status-empty.prom",
         out(Format::Prometheus, None, &[]),
+    )
+    .unwrap();
+    // The full page, with http and https peers (the HTTP status family).
+    let mut full = rows.clone();
+    full.extend(
+        http_rows()
+            .into_iter()
+            .filter(|r| r.group == Group::Http)
+            .map(|r| PeerRow {
+                index: r.index + 1000,
+                ..r
+            }),
+    );
+    full.sort_by_key(|r| (r.group == Group::Stream, r.index));
+    std::fs::write(
+        "/tmp/healthcheck-status-full.prom",
+        prom_full_body(&full, None),
     )
     .unwrap();
     for f in Format::ALL {
@@ -1049,12 +1282,13 @@ struct OwnedRow {
     up: bool,
     rise: u32,
     fall: u32,
-    udp: bool,
+    check_type: &'static str,
     port: u16,
     delays: [i64; 4],
     checks: u64,
     fails: u64,
     reason: Option<usize>,
+    http_status: Option<u16>,
     last_change_ms: u64,
     down_since_ms: Option<u64>,
     slots: Vec<u64>,
@@ -1081,14 +1315,14 @@ fn owned_row() -> impl Strategy<Value = OwnedRow> {
             any::<bool>(),
             any::<u32>(),
             any::<u32>(),
-            any::<bool>(),
+            prop::sample::select(vec!["tcp", "udp", "http", "https"]),
             any::<u16>(),
         ),
         (
             prop::array::uniform4(-1i64..100_000),
             any::<u64>(),
             any::<u64>(),
-            prop::option::of(0usize..6),
+            (prop::option::of(0usize..6), prop::option::of(any::<u16>())),
             any::<u64>(),
             prop::option::of(any::<u64>()),
             prop::collection::vec(0u64..1000, 0..=DURATION_SLOTS),
@@ -1097,8 +1331,8 @@ fn owned_row() -> impl Strategy<Value = OwnedRow> {
     )
         .prop_map(
             |(
-                (stream, upstream, name, up, rise, fall, udp, port),
-                (delays, checks, fails, reason, lc, ds, slots, sum),
+                (stream, upstream, name, up, rise, fall, check_type, port),
+                (delays, checks, fails, (reason, http_status), lc, ds, slots, sum),
             )| {
                 OwnedRow {
                     stream,
@@ -1107,12 +1341,13 @@ fn owned_row() -> impl Strategy<Value = OwnedRow> {
                     up,
                     rise,
                     fall,
-                    udp,
+                    check_type,
                     port,
                     delays,
                     checks,
                     fails,
                     reason,
+                    http_status,
                     last_change_ms: lc,
                     down_since_ms: ds,
                     slots,
@@ -1138,7 +1373,7 @@ fn borrow(owned: &[OwnedRow]) -> Vec<PeerRow<'_>> {
                 up: o.up,
                 rise: o.rise,
                 fall: o.fall,
-                check_type: if o.udp { "udp" } else { "tcp" },
+                check_type: o.check_type,
                 port: o.port,
                 last_delay_ms: o.delays[0],
                 avg_delay_ms: o.delays[1],
@@ -1148,6 +1383,7 @@ fn borrow(owned: &[OwnedRow]) -> Vec<PeerRow<'_>> {
                 fails_total: o.fails,
                 failures_by_reason: REASONS,
                 last_failure_reason: o.reason.map(|i| crate::reason::NAMES[i]),
+                http_status: o.http_status,
                 last_change_ms: o.last_change_ms,
                 last_duration_ms: o.sum,
                 down_since_ms: o.down_since_ms,
@@ -1182,6 +1418,7 @@ proptest! {
             prop_assert_eq!(&g["upstream"], &json!(lossy(r.upstream)));
             prop_assert_eq!(&g["name"], &json!(lossy(r.name)));
             prop_assert_eq!(&g["status"], &json!(if r.up { "up" } else { "down" }));
+            prop_assert_eq!(&g["http_status"], &json!(r.http_status));
         }
 
         prop_assert_eq!(check_csv(&rows, filter) as u64, want.total());
@@ -1190,6 +1427,18 @@ proptest! {
         let s = validate_prom(&body).map_err(|e| TestCaseError::fail(format!("{e}\n{}", String::from_utf8_lossy(&body))))?;
         prop_assert_eq!(value_of(&s, "nginx_upstream_count_total", &[]), want.total() as f64);
         prop_assert_eq!(s.iter().filter(|s| s.name == "nginx_upstream_server_active").count() as u64, want.total());
+        prop_assert!(!String::from_utf8_lossy(&body).contains(HTTP_STATUS), "lean page");
+        let s = prom_full_of(&rows, filter);
+        for r in &shown {
+            let http = s.iter().find(|s| {
+                s.name == "nginx_upstream_server_http_status"
+                    && s.labels["upstream_type"] == r.group.as_str()
+                    && s.labels["index"] == r.index.to_string()
+            });
+            let want = matches!(r.check_type, "http" | "https")
+                .then(|| f64::from(r.http_status.unwrap_or(0)));
+            prop_assert_eq!(http.map(|s| s.value), want);
+        }
 
         let page = html_of(&rows, filter);
         prop_assert!(!page.contains("<script"));
