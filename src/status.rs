@@ -88,6 +88,7 @@ impl Row {
             last_failure_reason: s.last_reason().map(Reason::name),
             last_change_ms: s.last_change,
             last_duration_ms: s.last_duration.into(),
+            http_status: s.http_status(),
             down_since_ms: (!s.up && s.down_since != 0).then_some(s.down_since),
             duration_buckets: &s.buckets,
             duration_sum_ms: s.duration_sum,

@@ -150,7 +150,7 @@ pub fn status_is_up(s: &str) -> bool {
 // --- JSON --------------------------------------------------------------------
 
 /// The keys of a JSON peer object.
-pub const JSON_PEER_KEYS: [&str; 17] = [
+pub const JSON_PEER_KEYS: [&str; 18] = [
     "index",
     "upstream",
     "name",
@@ -166,6 +166,7 @@ pub const JSON_PEER_KEYS: [&str; 17] = [
     "checks",
     "fails_total",
     "last_failure_reason",
+    "http_status",
     "last_change",
     "down_since",
 ];
@@ -228,7 +229,8 @@ pub fn parse_json(body: &str, what: &str) -> Page {
 pub const CSV_BASE_HEADER: &str = "index,upstream_type,upstream_name,host,rise,fall,check_type,\
 check_port,last_delay,avg_delay,min_delay,max_delay,status";
 /// The columns the module adds after it.
-pub const CSV_OUR_COLUMNS: &str = "checks,fails_total,last_failure_reason,last_change,down_since";
+pub const CSV_OUR_COLUMNS: &str =
+    "checks,fails_total,last_failure_reason,last_change,down_since,http_status";
 
 /// Every record as column -> value, through a strict RFC 4180 parser
 /// (equal field counts, valid UTF-8).
@@ -439,9 +441,15 @@ pub fn parse_prom_page(body: &str, what: &str) -> Page {
             },
         })
         .collect::<Vec<_>>();
+    // The full page (`?histogram=on`) has rise and fall; the default
+    // page neither.
     for family in ["nginx_upstream_server_rise", "nginx_upstream_server_fall"] {
         let n = samples.iter().filter(|s| s.name == family).count();
-        assert_eq!(n, rows.len(), "{what}: one {family} per printed row");
+        assert!(
+            n == 0 || n == rows.len(),
+            "{what}: {n} {family} for {} printed rows",
+            rows.len()
+        );
     }
     Page {
         rows,

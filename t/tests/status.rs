@@ -938,7 +938,7 @@ stream {{
         "raw control characters in JSON"
     );
     // Prometheus: nothing got out of its label value.
-    let samples = parse_prom(get(port, "/status?format=prometheus").utf8());
+    let samples = parse_prom(get(port, "/status?format=prometheus&histogram=on").utf8());
     let known = [&PEER_LABELS[..], &["reason", "le"]].concat();
     for s in &samples {
         for (k, _) in &s.labels {
@@ -1091,7 +1091,9 @@ stream {{
         assert_eq!(rec["down_since"], changed_at[i].to_string());
         assert!(rec["fails_total"].parse::<u64>().unwrap() >= 2);
     }
-    let prom = get(port, "/status?format=prometheus").utf8().to_string();
+    let prom = get(port, "/status?format=prometheus&histogram=on")
+        .utf8()
+        .to_string();
     promtool_check(&prom, "prometheus while down");
     let samples = parse_prom(&prom);
     for (i, (kind, up, name)) in peers.iter().enumerate() {
