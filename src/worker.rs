@@ -31,6 +31,8 @@ pub struct UpstreamCheck {
     pub http: Option<HttpCheck>,
     /// The `check_match` block of `match=`.
     pub matcher: Option<Rc<CompiledMatch>>,
+    /// `check_buffer_size` (also what a send/expect check reads at most).
+    pub buffer_size: usize,
 }
 
 impl UpstreamCheck {
@@ -144,6 +146,7 @@ impl Context {
                 keepalive_requests: u.conf().keepalive_requests.unwrap_or(10),
                 http,
                 matcher,
+                buffer_size: h.buffer_size.unwrap_or(BUFFER_SIZE_DEFAULT),
             });
             for p in &u.peers {
                 targets.push(Target {

@@ -38,7 +38,7 @@ use core::sync::atomic::Ordering;
 use std::rc::Rc;
 use std::time::Instant;
 
-use healthcheck_core::conf::{CheckConf, CheckType, Reuse, BUFFER_SIZE_DEFAULT};
+use healthcheck_core::conf::{CheckConf, CheckType, Reuse};
 use healthcheck_core::http::request::{build_request, host_of_server};
 use healthcheck_core::schedule::{self, Decision};
 use healthcheck_core::timing;
@@ -95,7 +95,7 @@ impl Kind {
         let check = &t.check;
         let matcher = check.matcher.clone();
         match check.conf.check_type {
-            CheckType::Tcp => Kind::Tcp(tcp::Tcp::new(matcher, BUFFER_SIZE_DEFAULT)),
+            CheckType::Tcp => Kind::Tcp(tcp::Tcp::new(matcher, check.buffer_size)),
             CheckType::Udp => Kind::Udp(udp::Udp::new(matcher)),
             CheckType::Http => {
                 let Some(h) = check.http.as_ref() else {

@@ -47,6 +47,21 @@ pub enum Reply {
         /// Close (FIN) after it.
         close: bool,
     },
+    /// Send `head` at once, then `body` in pieces of `piece` bytes, each
+    /// after a pause of `gap` (a slow body behind a prompt head); then as
+    /// `Raw`.
+    SlowBody {
+        /// Sent at once.
+        head: Vec<u8>,
+        /// Sent piece by piece.
+        body: Vec<u8>,
+        /// Bytes per write.
+        piece: usize,
+        /// Pause before each piece.
+        gap: Duration,
+        /// Close (FIN) after it.
+        close: bool,
+    },
     /// Send `head`, then `repeat` again and again until the client goes.
     Endless {
         /// Sent once.
@@ -287,6 +302,22 @@ fn serve(mut conn: TcpStream, shared: &Shared, index: usize) -> io::Result<()> {
                     return conn.shutdown(Shutdown::Write);
                 }
             }
+            Reply::SlowBody {
+                head,
+                body,
+                piece,
+                gap,
+                close,
+            } => {
+                conn.write_all(&head)?;
+                for part in body.chunks(piece.max(1)) {
+                    thread::sleep(gap);
+                    conn.write_all(part)?;
+                }
+                if close {
+                    return conn.shutdown(Shutdown::Write);
+                }
+            }
             Reply::Endless { head, repeat } => {
                 conn.write_all(&head)?;
                 while !shared.stop.load(Ordering::SeqCst) {
@@ -333,6 +364,26 @@ mod tests {
         b.set_reply(Reply::status(200));
         assert!(get(b.port(), true, 1)[0].starts_with(b"HTTP/1.1 200 "));
         assert_eq!(b.connections(), 2);
+    }
+
+    #[test]
+    fn slow_body_sends_the_head_first() {
+        let b = HttpBackend::start(Reply::SlowBody {
+            head: b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\n".to_vec(),
+            body: b"ok\n".to_vec(),
+            piece: 1,
+            gap: Duration::from_millis(100),
+            close: true,
+        });
+        let mut c = TcpStream::connect(("127.0.0.1", b.port())).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        c.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        let mut buf = [0u8; 1024];
+        let n = c.read(&mut buf).unwrap();
+        assert!(buf[..n].ends_with(b"\r\n\r\n"), "{:?}", &buf[..n]);
+        let mut rest = Vec::new();
+        c.read_to_end(&mut rest).unwrap();
+        assert_eq!(rest, b"ok\n");
     }
 
     #[test]

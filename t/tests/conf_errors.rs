@@ -8,6 +8,10 @@
 //! - `vnswrr`: `invalid parameter "<arg>" in "vnswrr" directive`
 //! - a second `check`: `"check" directive is duplicate`
 //! - `check` outside `upstream`: nginx's `"check" directive is not allowed here`
+//! - http checks and `check_match` blocks: the rule and the upstream, e.g.
+//!   `"check_http_send" requires "check ... type=http" in upstream "u"`,
+//!   `unknown check_match "nope" in upstream "s"`; a regex PCRE refuses
+//!   fails with PCRE's message
 //!
 //! Every table row is checked and all mismatches are reported together.
 
@@ -37,7 +41,21 @@ const UPSTREAMS: [Ctx; 2] = [Ctx::HttpUpstream, Ctx::StreamUpstream];
 /// An otherwise valid configuration with `snippet` placed per `ctx`;
 /// `server` is the upstream's server line.
 fn conf(ctx: Ctx, snippet: &str, server: &str) -> String {
-    let at = |c: Ctx| if c == ctx { snippet } else { "" };
+    conf_at(&[(ctx, snippet)], server)
+}
+
+/// An otherwise valid configuration with each snippet placed per its
+/// context (several may go to one context); `server` is the upstreams'
+/// server line.
+fn conf_at(places: &[(Ctx, &str)], server: &str) -> String {
+    let at = |c: Ctx| {
+        places
+            .iter()
+            .filter(|(ctx, _)| *ctx == c)
+            .map(|(_, s)| *s)
+            .collect::<Vec<_>>()
+            .join("\n    ")
+    };
     let (hp, sp) = (free_port(), free_port());
     format!(
         "http {{
@@ -117,27 +135,35 @@ fn assert_module_loads() {
     );
 }
 
+/// What is wrong with the answer of `nginx -t` to a bad configuration:
+/// empty when it failed with exit code 1, an `[emerg]`, every one of `all`
+/// and (if `any` is not empty) one of `any`.
+fn judge_bad(code: i32, out: &str, all: &[&str], any: &[&str]) -> Vec<String> {
+    let mut why = Vec::new();
+    if code != 1 {
+        why.push(format!("exit code {code}, want 1"));
+    }
+    if !out.contains("[emerg]") {
+        why.push("no [emerg]".to_string());
+    }
+    for s in all {
+        if !out.contains(s) {
+            why.push(format!("missing {s:?}"));
+        }
+    }
+    if !any.is_empty() && !any.iter().any(|s| out.contains(s)) {
+        why.push(format!("missing one of {any:?}"));
+    }
+    why
+}
+
 fn check_bad(cases: &[Bad]) {
     assert_module_loads();
     let mut failures = Vec::new();
     for case in cases {
         for &ctx in case.ctxs {
             let (code, out) = nginx_t(&conf(ctx, case.snippet, case.server));
-            let mut why = Vec::new();
-            if code != 1 {
-                why.push(format!("exit code {code}, want 1"));
-            }
-            if !out.contains("[emerg]") {
-                why.push("no [emerg]".to_string());
-            }
-            for s in case.all {
-                if !out.contains(s) {
-                    why.push(format!("missing {s:?}"));
-                }
-            }
-            if !case.any.is_empty() && !case.any.iter().any(|s| out.contains(s)) {
-                why.push(format!("missing one of {:?}", case.any));
-            }
+            let why = judge_bad(code, &out, case.all, case.any);
             if !why.is_empty() {
                 failures.push(format!(
                     "{ctx:?} `{}`: {}\n    nginx -t said: {}",
@@ -205,15 +231,359 @@ fn check_parameter_values() {
     ]);
 }
 
-#[test]
-fn check_type_http_hints_tcp_and_udp() {
-    check_bad(&[Bad {
-        ctxs: &UPSTREAMS,
-        snippet: "check type=http;",
-        server: TCP_SERVER,
-        all: &["invalid parameter \"type=http\"", "tcp", "udp"],
+// ---------------------------------------------------------------------------
+// type=http checks and check_match blocks (README: check, check_match):
+// these need snippets in two places (a block in http{} or stream{}, the
+// check that uses it in the upstream), and their messages name the upstream,
+// "u" in http and "s" in stream.
+
+/// One configuration and what `nginx -t` must say about it.
+struct Placed {
+    /// Snippets and where they go.
+    places: Vec<(Ctx, String)>,
+    /// Every one of these must appear in the output.
+    all: Vec<String>,
+    /// If not empty, at least one of these must appear too.
+    any: &'static [&'static str],
+}
+
+/// The same case in http (upstream "u") and in stream (upstream "s"):
+/// `top` goes into `http {}` / `stream {}`, `up` into the upstream, and
+/// `all` gives the texts the message must contain for an upstream name.
+fn in_both(top: &str, up: &str, all: impl Fn(&str) -> Vec<String>) -> Vec<Placed> {
+    [
+        (Ctx::Http, Ctx::HttpUpstream, "u"),
+        (Ctx::Stream, Ctx::StreamUpstream, "s"),
+    ]
+    .into_iter()
+    .map(|(main, upstream, name)| Placed {
+        places: vec![(main, top.to_string()), (upstream, up.to_string())],
+        all: all(name),
         any: &[],
-    }]);
+    })
+    .collect()
+}
+
+fn placed_conf(p: &Placed) -> String {
+    let places: Vec<(Ctx, &str)> = p.places.iter().map(|(c, s)| (*c, s.as_str())).collect();
+    conf_at(&places, TCP_SERVER)
+}
+
+fn describe(p: &Placed) -> String {
+    p.places
+        .iter()
+        .map(|(c, s)| format!("{c:?} `{s}`"))
+        .collect::<Vec<_>>()
+        .join(" + ")
+}
+
+fn check_placed_bad(cases: &[Placed]) {
+    assert_module_loads();
+    let mut failures = Vec::new();
+    for case in cases {
+        let (code, out) = nginx_t(&placed_conf(case));
+        let all: Vec<&str> = case.all.iter().map(String::as_str).collect();
+        let why = judge_bad(code, &out, &all, case.any);
+        if !why.is_empty() {
+            failures.push(format!(
+                "{}: {}\n    nginx -t said: {}",
+                describe(case),
+                why.join(", "),
+                out.trim().replace('\n', "\n                   ")
+            ));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} case(s) failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+fn check_placed_good(cases: &[Placed]) {
+    assert_module_loads();
+    let mut failures = Vec::new();
+    for case in cases {
+        let (code, out) = nginx_t(&placed_conf(case));
+        if code != 0 || out.contains("[emerg]") {
+            failures.push(format!(
+                "{}: exit code {code}\n    nginx -t said: {}",
+                describe(case),
+                out.trim().replace('\n', "\n                   ")
+            ));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} valid configuration(s) rejected:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+/// `type=http` is a check type of its own now (it used to be rejected
+/// with a hint to use tcp or udp), with every directive that shapes its
+/// request and verdict.
+#[test]
+fn check_type_http_is_accepted() {
+    let up: &[Ctx] = &UPSTREAMS;
+    check_good(&[
+        (up, "check type=http;"),
+        (
+            up,
+            "check interval=3000 rise=2 fall=5 timeout=1000 default_down=true type=http;",
+        ),
+        (up, "check interval=1000 type=http port=8080;"),
+        (up, "check interval=1000 type=http reuse=on;"),
+        (
+            up,
+            "check interval=1000 type=http reuse=on; check_keepalive_requests 5;",
+        ),
+        (up, "check interval=1000 type=http reuse=30s;"),
+        (
+            up,
+            "check interval=1000 type=http; check_http_request /ready;",
+        ),
+        (
+            up,
+            "check interval=1000 type=http; check_http_request HEAD /health; \
+             check_http_header X-Probe 1; check_http_header Host health.example;",
+        ),
+        (
+            up,
+            "check interval=1000 type=http; check_http_send \"GET /\\x41 HTTP/1.0\\r\\n\\r\\n\";",
+        ),
+        (
+            up,
+            "check interval=1000 type=http; check_http_expect_alive http_2xx http_3xx;",
+        ),
+        (
+            up,
+            "check interval=1000 type=http; check_http_expect_alive http_4xx;",
+        ),
+        (up, "check interval=1000 type=http; check_buffer_size 1k;"),
+        (up, "check interval=1000 type=http; check_buffer_size 64k;"),
+        (up, "check interval=1000 type=http; check_buffer_size 1m;"),
+    ]);
+}
+
+/// `check_match` blocks in `http {}` and `stream {}`, used by http checks
+/// (status, header, body tests) and by tcp and udp checks (send, expect).
+#[test]
+fn check_match_blocks_are_accepted() {
+    let none = |_: &str| Vec::new();
+    let mut cases = Vec::new();
+    for (top, up) in [
+        (
+            "check_match ok { status 200-399; header ! X-Maintenance; \
+             header Content-Type ~* \"^text/\"; body !~ \"maintenance\"; }",
+            "check interval=1000 type=http match=ok;",
+        ),
+        (
+            "check_match ok { status 200 204; header X-Role = primary; \
+             header X-Replica != yes; header X-Ready; body ~ \"ok\"; }",
+            "check interval=1000 type=http reuse=on match=ok;",
+        ),
+        (
+            "check_match ok { status ! 500 502-504; }",
+            "check interval=1000 type=http match=ok; check_http_request HEAD /;",
+        ),
+        (
+            "check_match redis { send \"PING\\r\\n\"; expect \"+PONG\"; }",
+            "check interval=1000 type=tcp match=redis;",
+        ),
+        (
+            "check_match redis { send \"PING\\x0d\\x0a\"; expect ~ \"^\\+PONG\"; }",
+            "check interval=1000 match=redis;",
+        ),
+        (
+            "check_match dns { send \"\\x00\\x01ping\"; expect ~* \"^pong\"; }",
+            "check interval=1000 type=udp match=dns;",
+        ),
+        (
+            "check_match pong { expect \"PONG\"; }",
+            "check interval=1000 type=udp match=pong;",
+        ),
+    ] {
+        cases.extend(in_both(top, up, none));
+    }
+    check_placed_good(&cases);
+}
+
+/// The http directives need `type=http`; check_http_send is the whole
+/// request, so it excludes check_http_request and check_http_header.
+#[test]
+fn check_http_directives_need_type_http() {
+    let mut cases = Vec::new();
+    for (directive, line) in [
+        (
+            "check_http_send",
+            "check_http_send \"GET / HTTP/1.0\\r\\n\\r\\n\";",
+        ),
+        ("check_http_request", "check_http_request HEAD /health;"),
+        ("check_http_header", "check_http_header X-Probe 1;"),
+        (
+            "check_http_expect_alive",
+            "check_http_expect_alive http_4xx;",
+        ),
+    ] {
+        for check in ["check interval=1000;", "check interval=1000 type=udp;"] {
+            cases.extend(in_both("", &format!("{check} {line}"), |u| {
+                vec![format!(
+                    "\"{directive}\" requires \"check ... type=http\" in upstream \"{u}\""
+                )]
+            }));
+        }
+    }
+    for (other, lines) in [
+        (
+            "check_http_request",
+            "check_http_send \"GET / HTTP/1.0\\r\\n\\r\\n\"; check_http_request /x;",
+        ),
+        (
+            "check_http_request",
+            "check_http_request /x; check_http_send \"GET / HTTP/1.0\\r\\n\\r\\n\";",
+        ),
+        (
+            "check_http_header",
+            "check_http_send \"GET / HTTP/1.0\\r\\n\\r\\n\"; check_http_header X-Probe 1;",
+        ),
+    ] {
+        cases.extend(in_both(
+            "",
+            &format!("check interval=1000 type=http; {lines}"),
+            |u| {
+                vec![format!(
+                    "\"check_http_send\" and \"{other}\" cannot both be used in upstream \
+                     \"{u}\": check_http_send is the whole request"
+                )]
+            },
+        ));
+    }
+    check_placed_bad(&cases);
+}
+
+/// `match=` must name a block of the same context (http blocks are not
+/// seen by stream upstreams) whose tests fit the check type; a block needs
+/// tests; status codes are 100..599; a regex PCRE refuses fails with
+/// PCRE's message.
+#[test]
+fn check_match_errors() {
+    let mut cases = Vec::new();
+    cases.extend(in_both(
+        "",
+        "check interval=1000 type=http match=nope;",
+        |u| vec![format!("unknown check_match \"nope\" in upstream \"{u}\"")],
+    ));
+    // A block of http {} is unknown in stream {} and the other way round.
+    for (block_at, upstream_at, u) in [
+        (Ctx::Http, Ctx::StreamUpstream, "s"),
+        (Ctx::Stream, Ctx::HttpUpstream, "u"),
+    ] {
+        cases.push(Placed {
+            places: vec![
+                (block_at, "check_match ok { status 200; }".to_string()),
+                (
+                    upstream_at,
+                    "check interval=1000 type=http match=ok;".to_string(),
+                ),
+            ],
+            all: vec![format!("unknown check_match \"ok\" in upstream \"{u}\"")],
+            any: &[],
+        });
+    }
+    cases.extend(in_both(
+        "check_match m { }",
+        "check interval=1000 type=http match=m;",
+        |_| vec!["check_match \"m\" has no tests".to_string()],
+    ));
+    for t in ["tcp", "udp"] {
+        cases.extend(in_both(
+            "check_match m { status 200; }",
+            &format!("check interval=1000 type={t} match=m;"),
+            |u| {
+                vec![format!(
+                    "check_match \"m\" cannot be used by the type={t} check of upstream \
+                     \"{u}\": its \"status\" test needs type=http"
+                )]
+            },
+        ));
+    }
+    cases.extend(in_both(
+        "check_match m { send \"PING\\r\\n\"; expect \"+PONG\"; }",
+        "check interval=1000 type=http match=m;",
+        |u| {
+            vec![format!(
+                "check_match \"m\" cannot be used by the type=http check of upstream \"{u}\": \
+                 its \"send\" test needs"
+            )]
+        },
+    ));
+    for (top, value) in [
+        ("check_match m { status 600; }", "600"),
+        ("check_match m { status 200-600; }", "200-600"),
+        ("check_match m { status ! 99; }", "99"),
+    ] {
+        cases.extend(in_both(
+            top,
+            "check interval=1000 type=http match=m;",
+            |_| {
+                vec![format!(
+                "invalid value \"{value}\" in \"status\" test: status codes are from 100 to 599"
+            )]
+            },
+        ));
+    }
+    for (top, up) in [
+        (
+            "check_match m { body ~ \"(unclosed\"; }",
+            "check interval=1000 type=http match=m;",
+        ),
+        (
+            "check_match m { header Server ~* \"(unclosed\"; }",
+            "check interval=1000 type=http match=m;",
+        ),
+        (
+            "check_match m { send \"PING\\r\\n\"; expect ~ \"(unclosed\"; }",
+            "check interval=1000 type=tcp match=m;",
+        ),
+    ] {
+        for mut case in in_both(top, up, |_| vec!["(unclosed".to_string()]) {
+            // PCRE's own words after nginx's "pcre2_compile() failed" (or
+            // "pcre_compile() failed" with PCRE 1).
+            case.any = &["pcre", "PCRE"];
+            cases.push(case);
+        }
+    }
+    check_placed_bad(&cases);
+}
+
+/// `check_buffer_size` takes 1k .. 1m.
+#[test]
+fn check_buffer_size_bounds() {
+    let mut cases = Vec::new();
+    for value in ["100", "1023", "2m", "abc"] {
+        cases.extend(in_both(
+            "",
+            &format!("check interval=1000 type=http; check_buffer_size {value};"),
+            |_| {
+                vec![format!(
+                    "invalid value \"{value}\" in \"check_buffer_size\" directive"
+                )]
+            },
+        ));
+    }
+    cases.extend(in_both(
+        "",
+        "check interval=1000 type=http; check_buffer_size 100;",
+        |_| {
+            vec!["invalid value \"100\" in \"check_buffer_size\" directive: \
+                 size must be from 1k to 1m"
+                .to_string()]
+        },
+    ));
+    check_placed_bad(&cases);
 }
 
 #[test]
