@@ -37,34 +37,13 @@ pub struct UpstreamCheck {
 
 impl UpstreamCheck {
     /// The reasons this check can fail with (the Prometheus page has one
-    /// failure series per reason listed): the check type's, and those of a
-    /// `check_match` block's `expect`.
+    /// failure series per reason listed).
     pub fn failure_reasons(&self) -> &'static [Reason] {
-        const TCP_EXPECT: [Reason; 8] = [
-            Reason::Refused,
-            Reason::Timeout,
-            Reason::Reset,
-            Reason::Closed,
-            Reason::Unreachable,
-            Reason::Error,
-            Reason::Mismatch,
-            Reason::Invalid,
-        ];
-        const UDP_EXPECT: [Reason; 4] = [
-            Reason::Timeout,
-            Reason::Unreachable,
-            Reason::Error,
-            Reason::Mismatch,
-        ];
         let expects = self
             .matcher
             .as_ref()
             .is_some_and(|m| m.block.tests.iter().any(|t| matches!(t, Test::Expect(_))));
-        match (self.conf.check_type, expects) {
-            (CheckType::Tcp, true) => &TCP_EXPECT,
-            (CheckType::Udp, true) => &UDP_EXPECT,
-            (t, _) => t.failure_reasons(),
-        }
+        self.conf.check_type.failure_reasons_with(expects)
     }
 }
 

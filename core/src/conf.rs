@@ -101,6 +101,35 @@ impl CheckType {
             CheckType::Http => &HTTP_REASONS,
         }
     }
+
+    /// The reasons a check of this type can fail with when its
+    /// `check_match` block has an `expect` test (`expects`) or not: a tcp
+    /// exchange adds `mismatch` and `invalid`; a udp check that waits for a
+    /// reply adds `timeout`, `error` and `mismatch`.
+    pub fn failure_reasons_with(self, expects: bool) -> &'static [crate::reason::Reason] {
+        use crate::reason::Reason;
+        const TCP_EXPECT: [Reason; 8] = [
+            Reason::Refused,
+            Reason::Timeout,
+            Reason::Reset,
+            Reason::Closed,
+            Reason::Unreachable,
+            Reason::Error,
+            Reason::Mismatch,
+            Reason::Invalid,
+        ];
+        const UDP_EXPECT: [Reason; 4] = [
+            Reason::Timeout,
+            Reason::Unreachable,
+            Reason::Error,
+            Reason::Mismatch,
+        ];
+        match (self, expects) {
+            (CheckType::Tcp, true) => &TCP_EXPECT,
+            (CheckType::Udp, true) => &UDP_EXPECT,
+            (t, _) => t.failure_reasons(),
+        }
+    }
 }
 
 /// [`Reason::CONNECTION`], then what a response can fail with.
@@ -260,6 +289,17 @@ mod tests {
     fn check_type_names() {
         assert_eq!(CheckType::Tcp.as_str(), "tcp");
         assert_eq!(CheckType::Udp.as_str(), "udp");
+        for t in [CheckType::Tcp, CheckType::Udp, CheckType::Http] {
+            for expects in [false, true] {
+                let r = t.failure_reasons_with(expects);
+                // Counter order, no repeats, and a superset of the type's.
+                assert!(
+                    r.windows(2).all(|w| w[0].index() < w[1].index()),
+                    "{t:?} {r:?}"
+                );
+                assert!(t.failure_reasons().iter().all(|x| r.contains(x)), "{t:?}");
+            }
+        }
         assert_eq!(CheckType::Http.as_str(), "http");
     }
 
