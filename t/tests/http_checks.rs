@@ -1248,3 +1248,71 @@ fn fd_count_stays_flat_over_50_rounds_of_an_invalid_peer() {
     assert!(failing(&s, Kind::Http, "u", &b.addr(), "invalid"), "{s}");
     assert_eq!(ng.workers(), vec![pid], "the worker changed");
 }
+
+/// The worker's resident memory, in KiB (`VmRSS` of /proc/PID/status).
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS")
+}
+
+/// Peers that send endless headers, an endless chunked body to a body test
+/// and a 20 MB body cost each round at most `check_buffer_size` of head and
+/// of body: 50 rounds of each leave the worker's resident memory within
+/// 2 MiB of where it was after the first rounds (the parser holds a bounded
+/// amount; what it does not keep is counted, not stored).
+#[test]
+fn worker_memory_stays_flat_against_endless_and_huge_responses() {
+    let endless = HttpBackend::start(Reply::Endless {
+        head: b"HTTP/1.1 200 OK\r\n".to_vec(),
+        repeat: b"X-Filler: yyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyy\r\n".to_vec(),
+    });
+    let chunked = HttpBackend::start(Reply::Endless {
+        head: b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec(),
+        repeat: b"40\r\nzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz\r\n"
+            .to_vec(),
+    });
+    let huge = HttpBackend::start(answer(200, &[], &vec![b'h'; 20 << 20]));
+    let port = free_port();
+    let ng = Nginx::start(&http_only(
+        port,
+        &format!(
+            "    check_match needs_body {{ body ~ \"never-there\"; }}\n\
+             upstream e {{ server {}; check interval=100 timeout=80 rise=1 fall=1 type=http; }}\n\
+             upstream c {{ server {}; check interval=100 timeout=80 rise=1 fall=1 type=http match=needs_body; }}\n\
+             upstream h {{ server {}; check interval=100 timeout=80 rise=1 fall=1 type=http reuse=on; }}\n",
+            endless.addr(),
+            chunked.addr(),
+            huge.addr()
+        ),
+        false,
+    ));
+    let rounds = |s: &Status| {
+        [("e", &endless), ("c", &chunked), ("h", &huge)]
+            .iter()
+            .map(|(u, b)| s.checks(Kind::Http, u, &b.addr()))
+            .min()
+            .unwrap_or(0)
+    };
+    let s = poll_status_json(port, WAIT, "a few rounds of each", |s| rounds(s) >= 5);
+    let pid = ng.workers()[0];
+    let before = rss_kib(pid);
+    let start = rounds(&s);
+    poll_status_json(port, LONG, "50 more rounds of each", |s| {
+        rounds(s) >= start + 50
+    });
+    let after = rss_kib(pid);
+    assert!(
+        after <= before + 2048,
+        "worker {pid}: {before} KiB resident before 50 rounds of each, {after} KiB after"
+    );
+    let s = status_json(port).unwrap();
+    assert!(
+        failing(&s, Kind::Http, "e", &endless.addr(), "invalid"),
+        "{s}"
+    );
+    assert_eq!(ng.workers(), vec![pid], "the worker changed");
+}
