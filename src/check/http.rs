@@ -240,4 +240,8 @@ impl ProbeKind for Http {
     fn http_status(&self) -> Option<u16> {
         self.status
     }
+
+    fn reuse_with_pending_data(&self) -> bool {
+        false
+    }
 }

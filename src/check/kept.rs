@@ -10,7 +10,7 @@
 use ngx::ffi::ngx_event_t;
 
 use super::conn::{Conn, Io, Peek};
-use super::Probe;
+use super::{Probe, ProbeKind};
 use crate::ffi::guard;
 use healthcheck_core::schedule;
 
@@ -48,10 +48,11 @@ pub fn take_for_round(p: &mut Probe, now: u64) -> bool {
         return false;
     }
     match k.conn.peek() {
-        Peek::Data | Peek::WouldBlock => {}
-        // Gone: the same round re-handshakes and the new connection's
-        // result counts.
-        Peek::Failed(_) => {
+        Peek::WouldBlock => {}
+        Peek::Data if p.kind.reuse_with_pending_data() => {}
+        // Gone, or holding bytes no request asked for: the same round
+        // re-handshakes and the new connection's result counts.
+        Peek::Data | Peek::Failed(_) => {
             close_kept(p);
             return false;
         }

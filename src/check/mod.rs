@@ -79,6 +79,12 @@ trait ProbeKind {
     fn http_status(&self) -> Option<u16> {
         None
     }
+    /// Whether a kept connection with unread data may serve a round: for a
+    /// plain TCP check data means alive; for a request/response check it
+    /// is a leftover that must never reach the next round's verdict.
+    fn reuse_with_pending_data(&self) -> bool {
+        true
+    }
 }
 
 /// The probe kinds, dispatched by `match` (no boxing).
@@ -159,6 +165,9 @@ impl ProbeKind for Kind {
     }
     fn http_status(&self) -> Option<u16> {
         dispatch!(self, k => k.http_status())
+    }
+    fn reuse_with_pending_data(&self) -> bool {
+        dispatch!(self, k => k.reuse_with_pending_data())
     }
 }
 
