@@ -8,7 +8,7 @@ use core::ptr::{self, NonNull};
 use healthcheck_core::matcher::RegexSet;
 use ngx::ffi::{
     ngx_conf_t, ngx_regex_compile, ngx_regex_compile_t, ngx_regex_exec, ngx_regex_t, ngx_str_t,
-    NGX_OK, NGX_REGEX_CASELESS, NGX_REGEX_NO_MATCHED,
+    NGX_OK, NGX_REGEX_CASELESS,
 };
 
 /// A compiled regex; lives in the configuration pool of its cycle.
@@ -77,7 +77,8 @@ impl Regex {
         // SAFETY: a compiled regex of a live cycle; PCRE only reads the
         // subject.
         let rc = unsafe { ngx_regex_exec(self.0.as_ptr(), &mut s, captures.as_mut_ptr(), 3) };
-        rc >= 0 && rc != NGX_REGEX_NO_MATCHED as ngx::ffi::ngx_int_t
+        // A match is 0 or more; NGX_REGEX_NO_MATCHED and errors are negative.
+        rc >= 0
     }
 }
 

@@ -53,8 +53,6 @@ pub struct HttpCheck {
     pub send: Option<Vec<u8>>,
     pub request: HttpRequest,
     pub expect_alive: StatusClasses,
-    /// `check_buffer_size`.
-    pub buffer_size: usize,
 }
 
 /// One checked peer as the worker sees it.
@@ -113,7 +111,6 @@ impl Context {
                     send: h.send.clone(),
                     request,
                     expect_alive: h.expect_alive.unwrap_or_default(),
-                    buffer_size: h.buffer_size.unwrap_or(BUFFER_SIZE_DEFAULT),
                 }
             });
             let matcher = conf

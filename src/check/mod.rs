@@ -121,7 +121,7 @@ impl Kind {
                 Kind::Http(http::Http::new(
                     request,
                     h.expect_alive,
-                    h.buffer_size,
+                    check.buffer_size,
                     matcher,
                 ))
             }
