@@ -18,7 +18,7 @@ use ngx::ffi::ngx_str_t;
 
 use crate::ffi::str_bytes;
 use crate::match_block::CompiledMatch;
-use crate::shm::Zone;
+use crate::shm::{Slot, Zone};
 use crate::upstream::{PeerRef, UpstreamRef};
 use healthcheck_core::status::Group;
 
@@ -177,8 +177,7 @@ impl Context {
         let (Some(zone), Some(i)) = (self.zone.as_ref(), self.map.get(addr)) else {
             return false;
         };
-        zone.slot(i as usize)
-            .is_some_and(|s| s.up.load(core::sync::atomic::Ordering::Relaxed) == 0)
+        zone.slot(i as usize).is_some_and(Slot::vetoed)
     }
 }
 

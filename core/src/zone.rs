@@ -19,7 +19,7 @@ use crate::status::{duration_bucket, DURATION_SLOTS};
 /// "ngx_hck1": written first into a zone this module initialised.
 pub const MAGIC: u64 = 0x6e67_785f_6863_6b31;
 /// Bumped whenever the layout of [`Header`] or [`Slot`] changes.
-pub const LAYOUT_VERSION: u32 = 2;
+pub const LAYOUT_VERSION: u32 = 3;
 
 /// Zone header.
 #[repr(C)]
@@ -29,6 +29,30 @@ pub struct Header {
     pub nslots: u32,
     /// Configuration loads that created this zone's lineage: 1 at start.
     pub generation: AtomicU64,
+    /// Bumped after every change of a peer's health or admin state: a
+    /// worker that applies state to nginx's own peers (stock mode) compares
+    /// it with what it applied last.
+    pub changes: AtomicU64,
+}
+
+impl Header {
+    /// Publish that some peer's health or admin state changed.
+    #[inline]
+    pub fn note_change(&self) {
+        self.changes.fetch_add(1, Ordering::Release);
+    }
+
+    /// The change counter, to compare with the value last applied.
+    #[inline]
+    pub fn changes(&self) -> u64 {
+        self.changes.load(Ordering::Acquire)
+    }
+}
+
+/// `Slot::admin` bits.
+pub mod admin {
+    /// Kept out of selection by an operator until enabled again.
+    pub const DISABLED: u32 = 1;
 }
 
 /// Per-peer state. `seq` is a sequence lock for readers: odd while a
@@ -68,6 +92,12 @@ pub struct Slot {
     pub last_duration: AtomicU32,
     /// The last HTTP status code seen (http checks), 0 = none.
     pub http_status: AtomicU32,
+    /// `admin::*` bits set by an operator.
+    pub admin: AtomicU32,
+    /// Consecutive proxied attempts nginx reported as failed (`passive_fall`).
+    pub passive: AtomicU32,
+    /// 1 while the peer's upstream is failing open (`check_fail_open`).
+    pub fail_open: AtomicU32,
     pub failures: [AtomicU32; REASONS],
     pub duration_buckets: [AtomicU32; DURATION_SLOTS],
 }
@@ -171,6 +201,15 @@ impl Slot {
     /// End the update started by `write_begin`.
     pub fn write_end(&self, odd: u32) {
         self.seq.store(odd.wrapping_add(1), Ordering::Release);
+    }
+
+    /// Whether selection must skip this peer: disabled by an operator, or
+    /// down by its check while its upstream is not failing open.
+    #[inline]
+    pub fn vetoed(&self) -> bool {
+        let r = Ordering::Relaxed;
+        self.admin.load(r) & admin::DISABLED != 0
+            || (self.up.load(r) == 0 && self.fail_open.load(r) == 0)
     }
 
     /// The peer's health as stored.
@@ -305,7 +344,9 @@ impl Slot {
             down_since,
             duration_sum,
             last_duration,
-            http_status
+            http_status,
+            admin,
+            fail_open
         );
         for (a, b) in from.failures.iter().zip(&self.failures) {
             b.store(a.load(Ordering::Relaxed), Ordering::Relaxed);
@@ -344,6 +385,36 @@ mod tests {
         let s = Slot::default();
         s.init_new(7, false);
         s
+    }
+
+    #[test]
+    fn vetoed_is_disabled_or_down_without_fail_open() {
+        let s = slot();
+        assert!(!s.vetoed());
+        s.up.store(0, Ordering::Relaxed);
+        assert!(s.vetoed());
+        s.fail_open.store(1, Ordering::Relaxed);
+        assert!(!s.vetoed(), "failing open lets a down peer be selected");
+        s.admin.store(admin::DISABLED, Ordering::Relaxed);
+        assert!(s.vetoed(), "a disabled peer stays out even failing open");
+        s.up.store(1, Ordering::Relaxed);
+        s.fail_open.store(0, Ordering::Relaxed);
+        assert!(s.vetoed(), "a disabled peer stays out while up");
+    }
+
+    #[test]
+    fn admin_state_carries_over_a_reload() {
+        let old = slot();
+        old.admin.store(admin::DISABLED, Ordering::Relaxed);
+        let new = Slot::default();
+        fill(
+            core::slice::from_ref(&new),
+            core::slice::from_ref(&old),
+            &[7],
+            &[true],
+        );
+        assert_eq!(new.admin.load(Ordering::Relaxed), admin::DISABLED);
+        assert!(new.snapshot().up);
     }
 
     #[test]

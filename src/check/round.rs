@@ -69,6 +69,7 @@ pub fn finish(p: &mut Probe, outcome: Outcome) {
             p.kind.http_status(),
         );
         if let Some(flip) = flip {
+            p.zone.header().note_change();
             log_flip(p, flip, result);
         }
         debug(
