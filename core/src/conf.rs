@@ -182,8 +182,15 @@ pub struct KernelKeepalive {
 pub struct CheckConf {
     /// Time between the starts of two rounds for one peer, in ms.
     pub interval_ms: u64,
-    /// Budget of one round in ms; always positive and below `interval_ms`.
+    /// Budget of one round in ms; always positive and below `interval_ms`
+    /// (and below `down_interval_ms` when that is set).
     pub timeout_ms: u64,
+    /// `down_interval=`: time between the starts of two rounds while the
+    /// peer is down, in ms; `None` = `interval_ms`.
+    pub down_interval_ms: Option<u64>,
+    /// `jitter=`: each round's due time gets a delay in `0..jitter_ms`
+    /// (0 = none); below every interval in force.
+    pub jitter_ms: u64,
     /// Consecutive failures that mark an up peer down.
     pub fall: u32,
     /// Consecutive successes that mark a down peer up.
@@ -209,6 +216,21 @@ pub struct CheckConf {
 }
 
 impl CheckConf {
+    /// The interval in force for a peer that is `up` or down: rounds of a
+    /// down peer run at `down_interval` when it is set.
+    pub fn interval_for(&self, up: bool) -> u64 {
+        match self.down_interval_ms {
+            Some(ms) if !up => ms,
+            _ => self.interval_ms,
+        }
+    }
+
+    /// The shorter of the two intervals (the timer grid's base).
+    pub fn shortest_interval_ms(&self) -> u64 {
+        self.interval_ms
+            .min(self.down_interval_ms.unwrap_or(u64::MAX))
+    }
+
     /// Whether the check keeps its connection between rounds.
     pub fn keeps_connection(&self) -> bool {
         self.reuse != Reuse::Off || self.keepalive.is_some()

@@ -669,6 +669,8 @@ fn keepalive_gen() -> impl Strategy<Value = KeepaliveGen> {
 struct CheckGen {
     interval: Option<(String, Option<u64>)>,
     timeout: Option<(String, Option<u64>)>,
+    down_interval: Option<(String, Option<u64>)>,
+    jitter: Option<(String, Option<u64>)>,
     fall: Option<(String, Option<u64>)>,
     rise: Option<(String, Option<u64>)>,
     default_down: Option<&'static str>,
@@ -694,6 +696,8 @@ impl CheckGen {
         };
         push("interval", &self.interval);
         push("timeout", &self.timeout);
+        push("down_interval", &self.down_interval);
+        push("jitter", &self.jitter);
         push("fall", &self.fall);
         push("rise", &self.rise);
         push("port", &self.port);
@@ -739,6 +743,8 @@ impl CheckGen {
         }
         let interval = in_range(&self.interval, 100, 86_400_000)?.unwrap_or(5000);
         let timeout = in_range(&self.timeout, 1, 86_400_000)?;
+        let down_interval = in_range(&self.down_interval, 100, 86_400_000)?;
+        let jitter = in_range(&self.jitter, 0, 86_400_000)?.unwrap_or(0);
         let fall = in_range(&self.fall, 1, 100_000)?.unwrap_or(3) as u32;
         let rise = in_range(&self.rise, 1, 100_000)?.unwrap_or(2) as u32;
         let port = in_range(&self.port, 1, 65_535)?.unwrap_or(0) as u16;
@@ -829,11 +835,17 @@ impl CheckGen {
         if check_type == CheckType::Udp && (reuse != Reuse::Off || ka.is_some()) {
             return None;
         }
+        // Every interval in force (down_interval too) bounds the timeout
+        // and the jitter.
+        let shortest = interval.min(down_interval.unwrap_or(u64::MAX));
         let timeout = match timeout {
-            Some(t) if t >= interval => return None,
+            Some(t) if t >= shortest => return None,
             Some(t) => t,
-            None => (interval - interval / 10).min(5000),
+            None => (shortest - shortest / 10).min(5000),
         };
+        if jitter >= shortest {
+            return None;
+        }
         let default_period = (2 * interval).max(30_000);
         let reuse_period = match reuse {
             Reuse::Off => None,
@@ -887,6 +899,8 @@ impl CheckGen {
         Some(CheckConf {
             interval_ms: interval,
             timeout_ms: timeout,
+            down_interval_ms: down_interval,
+            jitter_ms: jitter,
             fall,
             rise,
             default_down,
@@ -942,6 +956,7 @@ fn check_gen() -> impl Strategy<Value = CheckGen> {
             opt(0.5, keepalive_gen()),
             opt(0.2, prop::sample::select(vec!["m", "ok", "", "a=b"])),
         ),
+        (opt(0.3, ms_text()), opt(0.3, ms_text())),
         opt(0.05, any::<usize>()),
         opt(
             0.05,
@@ -961,11 +976,14 @@ fn check_gen() -> impl Strategy<Value = CheckGen> {
             |(
                 (interval, timeout, fall, rise),
                 (default_down, check_type, port, reuse, keepalive, match_block),
+                (down_interval, jitter),
                 dup,
                 stranger,
             )| CheckGen {
                 interval,
                 timeout,
+                down_interval,
+                jitter,
                 fall,
                 rise,
                 default_down,
@@ -990,6 +1008,8 @@ fn clean_check_gen() -> impl Strategy<Value = CheckGen> {
         100u64..=86_400_000
     ];
     let timeout = prop_oneof![1u64..3000, 1u64..200_000];
+    let down_interval = prop_oneof![100u64..3000, 100u64..=86_400_000];
+    let jitter = prop_oneof![0u64..3000, 0u64..200_000];
     let count = || prop_oneof![1u64..10, 1u64..=100_000].prop_map(|n| (n.to_string(), Some(n)));
     let reuse = prop_oneof![
         prop::sample::select(vec!["off", "on"]).prop_map(|s| (s.to_string(), None)),
@@ -1040,15 +1060,22 @@ fn clean_check_gen() -> impl Strategy<Value = CheckGen> {
             opt(0.6, keepalive),
             opt(0.2, prop::sample::select(vec!["m", "ok_200"])),
         ),
+        (
+            opt(0.3, clean_ms(down_interval)),
+            opt(0.3, clean_ms(jitter)),
+        ),
     )
         .prop_map(
             |(
                 (interval, timeout, fall, rise),
                 (default_down, check_type, port, reuse, keepalive, match_block),
+                (down_interval, jitter),
             )| {
                 CheckGen {
                     interval,
                     timeout,
+                    down_interval,
+                    jitter,
                     fall,
                     rise,
                     default_down,
@@ -1069,6 +1096,9 @@ fn assert_valid_conf(c: &CheckConf) -> Result<(), TestCaseError> {
     prop_assert!((conf::INTERVAL_MIN_MS..=conf::INTERVAL_MAX_MS).contains(&c.interval_ms));
     prop_assert!(c.timeout_ms >= 1 && c.timeout_ms < c.interval_ms);
     prop_assert!(c.timeout_ms <= conf::TIMEOUT_MAX_MS);
+    for up in [true, false] {
+        prop_assert!(c.timeout_ms < c.interval_for(up) && c.jitter_ms < c.interval_for(up));
+    }
     prop_assert!((1..=conf::RISE_FALL_MAX).contains(&c.fall));
     prop_assert!((1..=conf::RISE_FALL_MAX).contains(&c.rise));
     if c.check_type == CheckType::Udp {
@@ -1112,6 +1142,8 @@ fn check_arg_bytes() -> impl Strategy<Value = Vec<u8>> {
     let names = prop::sample::select(vec![
         "interval=",
         "timeout=",
+        "down_interval=",
+        "jitter=",
         "fall=",
         "rise=",
         "default_down=",

@@ -771,3 +771,77 @@ fn valid_configurations_pass() {
 fn module_loads_without_any_directive() {
     assert_module_loads();
 }
+
+/// `down_interval=` and `jitter=` (README: check, How rounds are
+/// scheduled): the bounds of `interval`, and both below every interval in
+/// force, each error naming the parameter, its value and the rule.
+#[test]
+fn check_schedule_parameters() {
+    macro_rules! bad_sched {
+        ($line:literal, $message:literal) => {
+            Bad {
+                ctxs: &UPSTREAMS,
+                snippet: $line,
+                server: TCP_SERVER,
+                all: &[$message],
+                any: &[],
+            }
+        };
+    }
+    check_bad(&[
+        bad_sched!(
+            "check down_interval=99;",
+            "invalid parameter \"down_interval=99\": down_interval must be at least 100 ms"
+        ),
+        bad_sched!(
+            "check down_interval=86400001;",
+            "invalid parameter \"down_interval=86400001\": \
+             down_interval must be at most 86400000 ms (24h)"
+        ),
+        bad_sched!(
+            "check down_interval=1m30;",
+            "invalid parameter \"down_interval=1m30\": \
+             down_interval must be milliseconds or an nginx time (500ms, 3s)"
+        ),
+        bad_sched!(
+            "check down_interval;",
+            "invalid parameter \"down_interval\": down_interval requires a value (down_interval=...)"
+        ),
+        bad_sched!(
+            "check interval=3000 down_interval=1000 timeout=1000;",
+            "invalid parameter \"timeout=1000\": timeout must be less than down_interval (1000 ms)"
+        ),
+        bad_sched!(
+            "check jitter=abc;",
+            "invalid parameter \"jitter=abc\": \
+             jitter must be milliseconds or an nginx time (500ms, 3s)"
+        ),
+        bad_sched!(
+            "check interval=1000 jitter=1s;",
+            "invalid parameter \"jitter=1s\": jitter must be less than interval (1000 ms)"
+        ),
+        bad_sched!(
+            "check interval=2000 down_interval=500 jitter=500;",
+            "invalid parameter \"jitter=500\": jitter must be less than down_interval (500 ms)"
+        ),
+        bad_sched!(
+            "check jitter=10 down_interval=200 jitter=20;",
+            "invalid parameter \"jitter=20\": jitter is given twice"
+        ),
+    ]);
+    let up: &[Ctx] = &UPSTREAMS;
+    check_good(&[
+        (up, "check interval=1000 down_interval=10s;"),
+        (up, "check interval=10s down_interval=1000;"),
+        (up, "check interval=1000 jitter=999;"),
+        (up, "check interval=1000 jitter=0;"),
+        (
+            up,
+            "check type=udp interval=2s down_interval=5s jitter=500ms;",
+        ),
+        (
+            up,
+            "check type=http interval=1s down_interval=3s jitter=200 reuse=on;",
+        ),
+    ]);
+}

@@ -8,10 +8,10 @@
 //! Every error quotes the argument whose value is wrong, as written.
 //!
 //! Two choices of ours:
-//! - `interval` and `timeout` accept a bare integer (milliseconds) or an
-//!   nginx time that ends in a unit. `1m30` (nginx would read the trailing
-//!   30 as seconds) is rejected, because next to bare milliseconds it is
-//!   ambiguous.
+//! - `interval`, `timeout`, `down_interval` and `jitter` accept a bare
+//!   integer (milliseconds) or an nginx time that ends in a unit. `1m30`
+//!   (nginx would read the trailing 30 as seconds) is rejected, because
+//!   next to bare milliseconds it is ambiguous.
 //! - `reuse` and the keepalive rehandshake field accept everything nginx's
 //!   seconds syntax does (`w`, `M`, `y` too), bounded by [`PERIOD_MAX_MS`].
 
@@ -34,11 +34,13 @@ const DEFAULT_KEEPALIVE_INTVL_S: u32 = 1;
 const DEFAULT_KEEPALIVE_CNT: u32 = 3;
 
 /// Every parameter name `check` knows.
-const PARAMETERS: [&str; 10] = [
+const PARAMETERS: [&str; 12] = [
     "interval",
     "fall",
     "rise",
     "timeout",
+    "down_interval",
+    "jitter",
     "default_down",
     "type",
     "port",
@@ -104,6 +106,8 @@ struct KeepaliveSpec {
 struct Params<'a> {
     interval: Option<Given<'a, u64>>,
     timeout: Option<Given<'a, u64>>,
+    down_interval: Option<Given<'a, u64>>,
+    jitter: Option<Given<'a, u64>>,
     fall: Option<Given<'a, u32>>,
     rise: Option<Given<'a, u32>>,
     default_down: Option<Given<'a, bool>>,
@@ -147,6 +151,12 @@ impl<'a> Params<'a> {
             }),
             b"timeout" => store(&mut self.timeout, arg, "timeout", || {
                 parse_millis(value, "timeout", 1, TIMEOUT_MAX_MS)
+            }),
+            b"down_interval" => store(&mut self.down_interval, arg, "down_interval", || {
+                parse_millis(value, "down_interval", INTERVAL_MIN_MS, INTERVAL_MAX_MS)
+            }),
+            b"jitter" => store(&mut self.jitter, arg, "jitter", || {
+                parse_millis(value, "jitter", 0, INTERVAL_MAX_MS)
             }),
             b"fall" => store(&mut self.fall, arg, "fall", || {
                 parse_count(value, "fall", 1, RISE_FALL_MAX)
@@ -199,15 +209,41 @@ impl<'a> Params<'a> {
             }
         }
 
-        let timeout_ms = match self.timeout {
-            Some(g) if g.value >= interval_ms => {
-                return Err(invalid(
-                    g.arg,
-                    format!("timeout must be less than interval ({interval_ms} ms)"),
-                ))
+        // Both intervals bound the round's budget and the jitter: a round
+        // of a down peer must fit its own interval too.
+        let down_interval_ms = self.down_interval.as_ref().map(|g| g.value);
+        let intervals = [
+            Some(("interval", interval_ms)),
+            down_interval_ms.map(|ms| ("down_interval", ms)),
+        ];
+        let shortest_ms = interval_ms.min(down_interval_ms.unwrap_or(u64::MAX));
+        let timeout_ms = match &self.timeout {
+            Some(g) => {
+                for (name, ms) in intervals.iter().flatten() {
+                    if g.value >= *ms {
+                        return Err(invalid(
+                            g.arg,
+                            format!("timeout must be less than {name} ({ms} ms)"),
+                        ));
+                    }
+                }
+                g.value
             }
-            Some(g) => g.value,
-            None => (interval_ms - interval_ms / 10).min(DEFAULT_TIMEOUT_CAP_MS),
+            None => (shortest_ms - shortest_ms / 10).min(DEFAULT_TIMEOUT_CAP_MS),
+        };
+        let jitter_ms = match &self.jitter {
+            Some(g) => {
+                for (name, ms) in intervals.iter().flatten() {
+                    if g.value >= *ms {
+                        return Err(invalid(
+                            g.arg,
+                            format!("jitter must be less than {name} ({ms} ms)"),
+                        ));
+                    }
+                }
+                g.value
+            }
+            None => 0,
         };
 
         let reuse = self.reuse.as_ref().map_or(Reuse::Off, |g| g.value);
@@ -245,6 +281,8 @@ impl<'a> Params<'a> {
         Ok(CheckConf {
             interval_ms,
             timeout_ms,
+            down_interval_ms,
+            jitter_ms,
             fall: self.fall.map_or(DEFAULT_FALL, |g| g.value),
             rise: self.rise.map_or(DEFAULT_RISE, |g| g.value),
             default_down: self.default_down.is_some_and(|g| g.value),
@@ -327,7 +365,8 @@ fn resolve_keepalive(
     Ok((kernel, own_period_ms))
 }
 
-/// `interval` / `timeout`: a bare integer of milliseconds, or an nginx
+/// `interval` / `timeout` / `down_interval` / `jitter`: a bare integer of
+/// milliseconds, or an nginx
 /// time ending in a unit (`500ms`, `3s`, `1m30s`); within `min..=max`.
 fn parse_millis(value: &[u8], name: &str, min: u64, max: u64) -> Result<u64, String> {
     let parsed = if !value.is_empty() && value.iter().all(u8::is_ascii_digit) {

@@ -42,6 +42,8 @@ fn defaults() {
         CheckConf {
             interval_ms: 5_000,
             timeout_ms: 4_500,
+            down_interval_ms: None,
+            jitter_ms: 0,
             fall: 3,
             rise: 2,
             default_down: false,
@@ -173,6 +175,8 @@ fn spec_examples_that_parse() {
         CheckConf {
             interval_ms: 3_000,
             timeout_ms: 1_000,
+            down_interval_ms: None,
+            jitter_ms: 0,
             fall: 5,
             rise: 2,
             default_down: true,
@@ -710,6 +714,126 @@ fn non_utf8_arguments_do_not_panic() {
     );
 }
 
+/// `down_interval=` and `jitter=` (README: check, How rounds are
+/// scheduled).
+#[test]
+fn schedule_parameters() {
+    let c = ok("interval=1000 down_interval=5s jitter=250ms");
+    assert_eq!(
+        (c.interval_ms, c.down_interval_ms, c.jitter_ms),
+        (1_000, Some(5_000), 250)
+    );
+    assert_eq!(
+        (c.interval_for(true), c.interval_for(false)),
+        (1_000, 5_000)
+    );
+    assert_eq!(c.shortest_interval_ms(), 1_000);
+    assert_eq!(c.timeout_ms, 900, "the default timeout fits both intervals");
+
+    let c = ok("type=tcp");
+    assert_eq!((c.down_interval_ms, c.jitter_ms), (None, 0));
+    assert_eq!(c.interval_for(false), 5_000, "no down_interval: interval");
+
+    // A shorter down_interval bounds the default timeout.
+    let c = ok("interval=10000 down_interval=1000");
+    assert_eq!((c.timeout_ms, c.shortest_interval_ms()), (900, 1_000));
+    assert_eq!(ok("down_interval=100").timeout_ms, 90);
+    // The bounds of interval.
+    assert_eq!(
+        ok("down_interval=86400000").down_interval_ms,
+        Some(86_400_000)
+    );
+    assert_eq!(ok("down_interval=1d").down_interval_ms, Some(86_400_000));
+    assert_eq!(ok("jitter=0").jitter_ms, 0);
+    assert_eq!(ok("jitter=4999").jitter_ms, 4_999);
+    assert_eq!(ok("interval=2s jitter=1s").jitter_ms, 1_000);
+    assert_eq!(
+        ok("interval=1000 down_interval=20s jitter=999").jitter_ms,
+        999
+    );
+
+    for (line, message) in [
+        (
+            "down_interval=99",
+            "invalid parameter \"down_interval=99\": down_interval must be at least 100 ms",
+        ),
+        (
+            "down_interval=0",
+            "invalid parameter \"down_interval=0\": down_interval must be at least 100 ms",
+        ),
+        (
+            "down_interval=86400001",
+            "invalid parameter \"down_interval=86400001\": \
+             down_interval must be at most 86400000 ms (24h)",
+        ),
+        (
+            "down_interval=1m30",
+            "invalid parameter \"down_interval=1m30\": \
+             down_interval must be milliseconds or an nginx time (500ms, 3s)",
+        ),
+        (
+            "down_interval=",
+            "invalid parameter \"down_interval=\": \
+             down_interval must be milliseconds or an nginx time (500ms, 3s)",
+        ),
+        (
+            "down_interval",
+            "invalid parameter \"down_interval\": \
+             down_interval requires a value (down_interval=...)",
+        ),
+        (
+            "jitter=-1",
+            "invalid parameter \"jitter=-1\": \
+             jitter must be milliseconds or an nginx time (500ms, 3s)",
+        ),
+        (
+            "jitter=2d",
+            "invalid parameter \"jitter=2d\": jitter must be at most 86400000 ms (24h)",
+        ),
+        (
+            "jitter",
+            "invalid parameter \"jitter\": jitter requires a value (jitter=...)",
+        ),
+        (
+            "jitter=5000",
+            "invalid parameter \"jitter=5000\": jitter must be less than interval (5000 ms)",
+        ),
+        (
+            "interval=1000 jitter=1s",
+            "invalid parameter \"jitter=1s\": jitter must be less than interval (1000 ms)",
+        ),
+        (
+            "interval=1000 down_interval=500 jitter=500",
+            "invalid parameter \"jitter=500\": \
+             jitter must be less than down_interval (500 ms)",
+        ),
+        (
+            "jitter=600 down_interval=600 interval=10s",
+            "invalid parameter \"jitter=600\": \
+             jitter must be less than down_interval (600 ms)",
+        ),
+        (
+            "interval=3000 down_interval=1000 timeout=1000",
+            "invalid parameter \"timeout=1000\": \
+             timeout must be less than down_interval (1000 ms)",
+        ),
+        (
+            "interval=1000 down_interval=3000 timeout=1000",
+            "invalid parameter \"timeout=1000\": timeout must be less than interval (1000 ms)",
+        ),
+        (
+            "down_interval=1s down_interval=2s",
+            "invalid parameter \"down_interval=2s\": down_interval is given twice",
+        ),
+        (
+            "jitter=1 jitter=1",
+            "invalid parameter \"jitter=1\": jitter is given twice",
+        ),
+    ] {
+        assert_eq!(err(line), message, "check {line}");
+    }
+}
+
 #[test]
 fn per_argument_errors_come_before_cross_checks() {
     // Both the timeout (cross) and the port (own value) are wrong: the
@@ -739,6 +863,17 @@ fn argument(name: &'static str) -> BoxedStrategy<String> {
         "timeout" => prop_oneof![
             (0u64..25_000).prop_map(|n| n.to_string()),
             (1u64..30).prop_map(|n| format!("{n}s")),
+        ]
+        .boxed(),
+        "down_interval" => prop_oneof![
+            (100u64..20_000).prop_map(|n| n.to_string()),
+            (1u64..30).prop_map(|n| format!("{n}s")),
+            Just("99".to_string()),
+        ]
+        .boxed(),
+        "jitter" => prop_oneof![
+            (0u64..20_000).prop_map(|n| n.to_string()),
+            (0u64..3_000).prop_map(|n| format!("{n}ms")),
         ]
         .boxed(),
         "fall" | "rise" => (0u32..12).prop_map(|n| n.to_string()).boxed(),
@@ -818,6 +953,14 @@ fn assert_invariants(c: &CheckConf) -> Result<(), TestCaseError> {
     prop_assert!((INTERVAL_MIN_MS..=INTERVAL_MAX_MS).contains(&c.interval_ms));
     prop_assert!(c.timeout_ms >= 1 && c.timeout_ms < c.interval_ms);
     prop_assert!(c.timeout_ms <= TIMEOUT_MAX_MS);
+    // Every interval in force bounds the round's budget and the jitter.
+    if let Some(d) = c.down_interval_ms {
+        prop_assert!((INTERVAL_MIN_MS..=INTERVAL_MAX_MS).contains(&d));
+    }
+    for up in [true, false] {
+        prop_assert!(c.timeout_ms < c.interval_for(up));
+        prop_assert!(c.jitter_ms < c.interval_for(up));
+    }
     prop_assert!((1..=RISE_FALL_MAX).contains(&c.fall));
     prop_assert!((1..=RISE_FALL_MAX).contains(&c.rise));
     prop_assert_eq!(c.rehandshake_ms.is_some(), c.keeps_connection());
@@ -860,7 +1003,7 @@ proptest! {
     #[test]
     fn never_panics_on_near_miss_text(
         args in proptest::collection::vec(
-            "(interval|timeout|fall|rise|port|reuse|keepalive|type|default_down|match)=[0-9a-z:]{0,12}",
+            "(interval|timeout|down_interval|jitter|fall|rise|port|reuse|keepalive|type|default_down|match)=[0-9a-z:]{0,12}",
             1..6,
         )
     ) {
@@ -920,6 +1063,50 @@ proptest! {
         };
         let (http, tcp) = (with("http"), with("tcp"));
         prop_assert_eq!(http, tcp.map(|c| c.with_type(CheckType::Http)));
+    }
+
+    #[test]
+    fn omitted_timeout_fits_the_shorter_interval(
+        interval in INTERVAL_MIN_MS..=INTERVAL_MAX_MS,
+        down in INTERVAL_MIN_MS..=INTERVAL_MAX_MS,
+    ) {
+        let c = parse_strings(&[format!("interval={interval}"), format!("down_interval={down}")])
+            .unwrap();
+        let shortest = interval.min(down);
+        prop_assert_eq!(c.timeout_ms, (shortest - shortest / 10).min(5_000));
+        prop_assert_eq!(c.interval_for(true), interval);
+        prop_assert_eq!(c.interval_for(false), down);
+        assert_invariants(&c)?;
+    }
+
+    #[test]
+    fn jitter_is_accepted_exactly_below_every_interval(
+        interval in INTERVAL_MIN_MS..200_000,
+        down in proptest::option::of(INTERVAL_MIN_MS..200_000),
+        jitter in 0u64..200_000,
+    ) {
+        let mut args = vec![format!("interval={interval}"), format!("jitter={jitter}")];
+        args.extend(down.map(|d| format!("down_interval={d}")));
+        let limit = interval.min(down.unwrap_or(u64::MAX));
+        match parse_strings(&args) {
+            Ok(c) => {
+                prop_assert!(jitter < limit);
+                prop_assert_eq!(c.jitter_ms, jitter);
+                assert_invariants(&c)?;
+            }
+            Err(e) => {
+                prop_assert!(jitter >= limit, "{}", e);
+                let name = if jitter >= interval { "interval" } else { "down_interval" };
+                prop_assert_eq!(
+                    e.to_string(),
+                    format!(
+                        "invalid parameter \"jitter={jitter}\": jitter must be less than \
+                         {name} ({} ms)",
+                        if name == "interval" { interval } else { limit }
+                    )
+                );
+            }
+        }
     }
 
     #[test]
