@@ -69,7 +69,8 @@ pub struct Slot {
     pub fall: AtomicU32,
     /// Round claim: `schedule::lease`, 0 = free.
     pub lease: AtomicU64,
-    /// Monotonic ms at which the next round is due.
+    /// Monotonic ms of the next round's lattice point; it is due at that
+    /// point plus its jitter delay (`schedule::due_at`). 0 = none yet.
     pub next_due: AtomicU64,
     /// Monotonic ms at which the last round started.
     pub last_start: AtomicU64,

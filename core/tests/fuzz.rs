@@ -2789,37 +2789,50 @@ proptest! {
         let first = schedule::first_due(now, interval, random);
         prop_assert!(first >= now && first < now + interval);
 
-        let committed = now + took;
-        let next = schedule::next_due(now, now, committed, interval);
-        prop_assert!(next >= committed && next >= now + interval);
-        prop_assert!(next == committed || next == now + interval);
+        // The next lattice point is ahead of the round's start: one
+        // interval on, or one interval after a start a whole interval late.
+        // The next lattice point: one interval on, or one interval after a
+        // start a whole interval late (a takeover).
+        let start = now + took;
+        let next = schedule::next_lattice(now, now, start, interval);
+        prop_assert_eq!(next, if took < interval { now + interval } else { start + interval });
+
+        // A jitter delay below the jitter, the same for every caller.
+        let jitter = random % interval;
+        let due = schedule::due_at(now, random, jitter);
+        prop_assert!(due >= now && due - now < jitter.max(1));
+        prop_assert_eq!(due, schedule::due_at(now, random, jitter));
     }
 
     #[test]
     fn schedule_stays_on_its_grid(due0 in now_ms(), interval in interval_ms(),
-                                  rounds in vec((0u64..=100, 0u64..=100, prop::bool::weighted(0.1)), 1..40)) {
-        // Rounds that start late (by less than an interval: a busy event
-        // loop) and finish within their interval stay on the fixed-rate
-        // grid due0 + k * interval; a round taken over a whole interval or
-        // more late restarts the grid from its start; one that overran is
-        // followed right after its commit. Never due before the commit.
-        let mut due = due0;
+                                  jitter_pct in 0u64..100, seed: u64,
+                                  rounds in vec((0u64..=100, 0u64..=150, prop::bool::weighted(0.1)), 1..40)) {
+        // Each round is due on its grid point plus less than the jitter and
+        // starts when due or, after an overrun, right after the previous
+        // commit, plus some lateness (a busy event loop). A round that
+        // starts less than an interval after it was due keeps the grid
+        // (its successor's point is the next one, whatever the lateness,
+        // the jitter or an overrun); one that starts a whole interval or
+        // more after it (a takeover) restarts the grid from its start.
+        let jitter = (interval - 1) * jitter_pct / 100;
         let mut grid = due0;
+        let mut committed = 0;
         for &(late_pct, took_pct, takeover) in &rounds {
+            let due = schedule::due_at(grid, seed, jitter);
+            prop_assert!(due >= grid && due < grid + jitter.max(1), "due {} off grid {}", due, grid);
+            let ready = due.max(committed);
             let late = if takeover {
                 interval + interval * late_pct / 100
             } else {
-                (interval - 1) * late_pct / 100
+                interval * late_pct / 400
             };
-            let start = due + late;
-            let took = interval * took_pct / 100;
-            let committed = start + took;
-            let next = schedule::next_due(due, start, committed, interval);
-            prop_assert!(next >= committed, "due {} before the commit {}", next, committed);
-            let base = if takeover { start } else { grid };
-            prop_assert_eq!(next, (base + interval).max(committed));
-            grid = if next == base + interval { base + interval } else { next };
-            due = next;
+            let start = ready + late;
+            committed = start + interval * took_pct / 100;
+            let next = schedule::next_lattice(grid, due, start, interval);
+            let want = if start - due < interval { grid + interval } else { start + interval };
+            prop_assert_eq!(next, want);
+            grid = want;
         }
     }
 

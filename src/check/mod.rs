@@ -16,11 +16,13 @@
 //! transport finish its handshake (plain: none), then hands every event to
 //! the probe kind until it says `Done`. Timers that may fire a little late
 //! (the look at the schedule, the end of a settle window) are aligned to a
-//! grid of `interval / 50`, at most 20 ms, so that the rounds of many peers
-//! share a worker wake-up (`healthcheck_core::timing`); a round thus starts
-//! up to one grid step after it is due (the fixed-rate schedule keeps the
-//! due time, so nothing drifts). Connect timeouts and UDP deadlines are not
-//! aligned. A round ends with RST, so checks leave no TIME_WAIT.
+//! grid of `interval / 50` (of the shorter of `interval` and
+//! `down_interval`), at most 20 ms, so that the rounds of many peers share
+//! a worker wake-up (`healthcheck_core::timing`); a round thus starts up to
+//! one grid step after it is due (the fixed-rate schedule keeps its lattice
+//! point, so nothing drifts; `healthcheck_core::schedule`). Connect
+//! timeouts and UDP deadlines are not aligned. A round ends with RST, so
+//! checks leave no TIME_WAIT.
 
 mod conn;
 mod connect;
@@ -189,7 +191,9 @@ struct Cx<'a> {
 
 /// When the current round was due and started.
 struct RoundClock {
-    /// Due time (nginx ms).
+    /// The round's lattice point (nginx ms).
+    lattice: u64,
+    /// When it was due: the lattice point plus its jitter delay.
     due: u64,
     /// Start on nginx's clock (scheduling).
     start_msec: u64,
@@ -323,6 +327,7 @@ impl Probe {
             kept: None,
             reused: None,
             round: RoundClock {
+                lattice: 0,
                 due: 0,
                 start_msec: 0,
                 start: Instant::now(),
@@ -349,9 +354,22 @@ impl Probe {
         self.conn = Some(c);
     }
 
+    /// The interval in force for the peer as its slot shows it now
+    /// (`down_interval` while it is down).
+    fn interval_now(&self, s: &Slot) -> u64 {
+        self.check
+            .conf
+            .interval_for(s.up.load(Ordering::Acquire) != 0)
+    }
+
+    /// The seed of the peer's jitter delays, the same in every worker.
+    fn jitter_seed(&self, s: &Slot) -> u64 {
+        schedule::jitter_seed(s.identity.load(Ordering::Relaxed), self.peer.index)
+    }
+
     /// Look at the schedule again at `at` (aligned; at the earliest in 1 ms).
     fn arm(&mut self, at: u64) {
-        let step = timing::grid_step(self.check.conf.interval_ms);
+        let step = timing::grid_step(self.check.conf.shortest_interval_ms());
         let delay = timing::aligned_delay(monotonic_ms(), at, step);
         // SAFETY: the probe's own timer event.
         unsafe { ngx_add_timer(&mut self.ev, delay as ngx::ffi::ngx_msec_t) };
@@ -500,7 +518,10 @@ fn recover(p: &mut Probe) {
             unsafe { ngx_del_timer(&mut p.ev) };
         }
         if !exiting() {
-            p.arm(monotonic_ms() + p.check.conf.interval_ms);
+            let interval = p
+                .slot()
+                .map_or(p.check.conf.interval_ms, |s| p.interval_now(s));
+            p.arm(monotonic_ms() + interval);
         }
     });
 }
@@ -511,11 +532,15 @@ fn on_timer(p: &mut Probe) {
     }
     let Some(s) = p.slot() else { return };
     let now = monotonic_ms();
-    let interval = p.check.conf.interval_ms;
-    let mut due = s.next_due.load(Ordering::Acquire);
-    if due == 0 {
-        let first = schedule::first_due(now, interval, ngx_random() as u64).max(1);
-        due = match s
+    let interval = p.interval_now(s);
+    // The slot holds the next round's lattice point (0: none yet).
+    let mut lattice = s.next_due.load(Ordering::Acquire);
+    if lattice == 0 {
+        // Within the shorter interval, so that a peer starting down
+        // (`default_down`) is not left waiting a long `down_interval`.
+        let spread = p.check.conf.shortest_interval_ms();
+        let first = schedule::first_due(now, spread, ngx_random() as u64).max(1);
+        lattice = match s
             .next_due
             .compare_exchange(0, first, Ordering::AcqRel, Ordering::Acquire)
         {
@@ -523,6 +548,7 @@ fn on_timer(p: &mut Probe) {
             Err(other) => other,
         };
     }
+    let due = schedule::due_at(lattice, p.jitter_seed(s), p.check.conf.jitter_ms);
     match schedule::decide(now, due, p.peer.owner, interval) {
         Decision::WaitUntil(at) => p.arm(at),
         Decision::Run => {
@@ -541,6 +567,7 @@ fn on_timer(p: &mut Probe) {
                 return;
             }
             p.round = RoundClock {
+                lattice,
                 due,
                 start_msec: now,
                 start: Instant::now(),

@@ -49,7 +49,6 @@ pub fn finish(p: &mut Probe, outcome: Outcome) {
         kept::keep(p);
     }
     connect::close(p);
-    let committed = monotonic_ms();
     let Some(s) = p.slot() else { return };
     let result = match outcome {
         Outcome::Local(err) => {
@@ -81,12 +80,16 @@ pub fn finish(p: &mut Probe, outcome: Outcome) {
             },
         );
     }
-    let interval = p.check.conf.interval_ms;
+    // The interval in force after this round's verdict: `down_interval`
+    // for a peer it left down. The lattice goes on from this round's point
+    // with that spacing (README: How rounds are scheduled).
+    let interval = p.interval_now(s);
     s.last_start.store(p.round.start_msec, Ordering::Relaxed);
-    let due = schedule::next_due(p.round.due, p.round.start_msec, committed, interval);
-    s.next_due.store(due, Ordering::Release);
+    let next = schedule::next_lattice(p.round.lattice, p.round.due, p.round.start_msec, interval);
+    s.next_due.store(next, Ordering::Release);
     s.lease.store(0, Ordering::Release);
     if !exiting() {
+        let due = schedule::due_at(next, p.jitter_seed(s), p.check.conf.jitter_ms);
         p.arm(if p.peer.owner { due } else { due + interval });
     }
 }

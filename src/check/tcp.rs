@@ -167,7 +167,7 @@ impl ProbeKind for Tcp {
             return self.up();
         }
         let budget = timeout.saturating_sub(spent);
-        let step = timing::grid_step(cx.conf.interval_ms);
+        let step = timing::grid_step(cx.conf.shortest_interval_ms());
         cx.conn.del_timers();
         cx.conn
             .read_timer(timing::settle_delay(now, settle, budget, step));
