@@ -485,3 +485,83 @@ fn old_workers_exit_promptly_on_reload_and_quit() {
         quitting.elapsed()
     );
 }
+
+// A down peer's rounds run at down_interval, and so does the takeover
+// (README: How rounds are scheduled): with the owner killed, another worker
+// probes each down peer within two down_intervals, not two intervals (ten
+// times as long here). An http check fails every round on a hanging
+// backend, whose accepts still show each probe.
+#[test]
+fn killed_owner_of_down_peers_is_replaced_within_two_down_intervals() {
+    const INTERVAL: u64 = 3000;
+    const DOWN: u64 = 300;
+    // One peer per worker: the victim is between rounds two thirds of
+    // the time.
+    let backends: Vec<Backend> = (0..2).map(|_| Backend::with_mode(Mode::Hang)).collect();
+    let (ng, port) = start_nginx(&Nginx::builder().workers(2), || {
+        let port = free_port();
+        (
+            conf(
+                port,
+                &backends,
+                &format!(
+                    "check type=http interval={INTERVAL} down_interval={DOWN} timeout=100 \
+                     default_down=true rise=1 fall=1;"
+                ),
+            ),
+            port,
+        )
+    });
+    ng.allow_log("exited on signal 9");
+    let rows = rows(&backends);
+    wait_rounds(port, &rows, 2);
+    let s = status_json(port).expect("status");
+    for r in &rows {
+        assert_eq!(r.status(&s), Some("down"), "{r}: {s}");
+    }
+
+    let stopped = MasterStopped::new(&ng);
+    let victim = ng.workers()[0];
+    let ports: Vec<u16> = backends.iter().map(Backend::port).collect();
+    let probing = || {
+        let inodes: Vec<String> = ports.iter().flat_map(|&p| sockets_to(p)).collect();
+        holder(&[victim], &inodes).is_some()
+    };
+    let deadline = Instant::now() + LONG;
+    loop {
+        wait_until(LONG, "the worker between rounds", || !probing());
+        freeze(&[victim]);
+        if !probing() {
+            break;
+        }
+        thaw(&[victim]);
+        assert!(
+            Instant::now() < deadline,
+            "never caught the worker between rounds"
+        );
+    }
+    process::signal(victim, libc::SIGKILL).expect("kill worker");
+    let killed = Instant::now();
+    wait_until(LONG, "killed worker gone", || !process::is_alive(victim));
+
+    let (_, end) = window(ms(DOWN * 8));
+    for (b, r) in backends.iter().zip(&rows) {
+        // From the last probe before the kill to the window's end: the
+        // time from the last probe to the end counts as a gap too.
+        let mut times = b.accept_times();
+        let from = times.iter().rposition(|&t| t < killed).unwrap_or(0);
+        times.retain(|&t| t < end);
+        times.push(end);
+        let gap = times[from..]
+            .windows(2)
+            .map(|w| w[1] - w[0])
+            .max()
+            .unwrap_or_default();
+        assert!(
+            gap <= ms(2 * DOWN + 150),
+            "{r}: {gap:?} without a probe after its worker was killed (takeover within \
+             2 down_intervals of {DOWN} ms; interval is {INTERVAL} ms)"
+        );
+    }
+    drop(stopped);
+}
