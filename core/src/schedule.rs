@@ -231,6 +231,15 @@ mod tests {
         }
         // mean (jitter - 1) / 2 = 4.5
         assert!((4.45..=4.55).contains(&(sum as f64 / n as f64)));
+        // successive rounds' delays are uncorrelated (lag-1 correlation
+        // near 0; 1 if each repeated the last, -1 if they alternated)
+        let d: Vec<f64> = (0..n)
+            .map(|k| jitter_delay(seed, 50_000 + k * 1_000, 1_000) as f64)
+            .collect();
+        let mean = d.iter().sum::<f64>() / n as f64;
+        let var: f64 = d.iter().map(|x| (x - mean).powi(2)).sum();
+        let cov: f64 = d.windows(2).map(|w| (w[0] - mean) * (w[1] - mean)).sum();
+        assert!((cov / var).abs() < 0.02, "lag-1 correlation {}", cov / var);
         assert_eq!(jitter_delay(seed, 5, 0), 0, "no jitter: no delay");
         assert_eq!(jitter_delay(seed, 5, 1), 0);
         assert_eq!(due_at(5, seed, 0), 5);
