@@ -15,6 +15,7 @@ mod match_block;
 mod pool;
 mod process;
 mod regex;
+mod selection;
 mod shm;
 mod status;
 mod upstream;
@@ -67,7 +68,7 @@ const fn command(
     }
 }
 
-static mut HTTP_COMMANDS: [ngx_command_t; 12] = [
+static mut HTTP_COMMANDS: [ngx_command_t; 13] = [
     command(
         ngx_string!("check_http_send"),
         NGX_HTTP_UPS_CONF | NGX_CONF_TAKE1,
@@ -117,6 +118,12 @@ static mut HTTP_COMMANDS: [ngx_command_t; 12] = [
         NGX_HTTP_SRV_CONF_OFFSET,
     ),
     command(
+        ngx_string!("check_fail_open"),
+        NGX_HTTP_UPS_CONF | NGX_CONF_TAKE1,
+        conf::ngx_upstream_check_fail_open,
+        NGX_HTTP_SRV_CONF_OFFSET,
+    ),
+    command(
         ngx_string!("check_shm_size"),
         NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE1,
         conf::ngx_upstream_check_shm_size,
@@ -162,7 +169,7 @@ static STREAM_CTX: ngx_stream_module_t = ngx_stream_module_t {
     merge_srv_conf: None,
 };
 
-static mut STREAM_COMMANDS: [ngx_command_t; 11] = [
+static mut STREAM_COMMANDS: [ngx_command_t; 12] = [
     command(
         ngx_string!("check_http_send"),
         NGX_STREAM_UPS_CONF | NGX_CONF_TAKE1,
@@ -209,6 +216,12 @@ static mut STREAM_COMMANDS: [ngx_command_t; 11] = [
         ngx_string!("check_keepalive_requests"),
         NGX_STREAM_UPS_CONF | NGX_CONF_TAKE1,
         conf::ngx_upstream_check_keepalive_requests,
+        NGX_STREAM_SRV_CONF_OFFSET,
+    ),
+    command(
+        ngx_string!("check_fail_open"),
+        NGX_STREAM_UPS_CONF | NGX_CONF_TAKE1,
+        conf::ngx_upstream_check_fail_open,
         NGX_STREAM_SRV_CONF_OFFSET,
     ),
     command(

@@ -33,8 +33,8 @@ pub use context::{
     ZoneLayout,
 };
 pub use directives::{
-    parse_keepalive_requests, parse_shm_size, parse_status_directive, parse_vnswrr, StatusConf,
-    VnswrrConf,
+    parse_fail_open, parse_keepalive_requests, parse_shm_size, parse_status_directive,
+    parse_vnswrr, StatusConf, VnswrrConf,
 };
 pub use escape::unescape;
 pub(crate) use http::{is_token, TOKEN_SYNTAX};
@@ -177,6 +177,30 @@ pub struct KernelKeepalive {
     pub cnt: u32,
 }
 
+/// `check_fail_open`: when an upstream stops vetoing selection.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FailOpen {
+    /// Never: a check-down peer is never selected.
+    #[default]
+    Off,
+    /// When the check-up share of the upstream's checked peers, by
+    /// weight, is at or below this many percent (`on` = 0: none up).
+    AtOrBelow(u8),
+}
+
+impl FailOpen {
+    /// Whether an upstream whose checked peers weigh `total` in all, of
+    /// which `up` is check-up, fails open. An upstream without checked
+    /// peers never does.
+    pub fn applies(self, up: u64, total: u64) -> bool {
+        match self {
+            FailOpen::Off => false,
+            _ if total == 0 => false,
+            FailOpen::AtOrBelow(pct) => u128::from(up) * 100 <= u128::from(pct) * u128::from(total),
+        }
+    }
+}
+
 /// A validated `check` directive with every default filled in.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CheckConf {
@@ -206,6 +230,9 @@ pub struct CheckConf {
     /// written (checked against the context's blocks by
     /// [`finish_context`]).
     pub match_block: Option<Vec<u8>>,
+    /// `passive_fall`: consecutive failed proxied attempts that mark the
+    /// peer down; 0 = off.
+    pub passive_fall: u32,
 }
 
 impl CheckConf {

@@ -24,6 +24,9 @@ pub enum Reason {
     Mismatch = 7,
     /// A malformed, oversized or wrongly framed response.
     Invalid = 8,
+    /// `passive_fall` consecutive proxied attempts failed (not a check
+    /// round: nginx's own attempts, README: Passive failures).
+    Passive = 9,
 }
 
 /// Number of reasons (the length of a slot's per-reason counters).
@@ -31,7 +34,7 @@ pub const REASONS: usize = Reason::ALL.len();
 
 impl Reason {
     /// Every reason, in counter order.
-    pub const ALL: [Reason; 9] = [
+    pub const ALL: [Reason; 10] = [
         Reason::Refused,
         Reason::Timeout,
         Reason::Reset,
@@ -41,6 +44,7 @@ impl Reason {
         Reason::Status,
         Reason::Mismatch,
         Reason::Invalid,
+        Reason::Passive,
     ];
 
     /// The reasons of the connection itself, which every TCP-based check
@@ -66,6 +70,7 @@ impl Reason {
             Reason::Status => "status",
             Reason::Mismatch => "mismatch",
             Reason::Invalid => "invalid",
+            Reason::Passive => "passive",
         }
     }
 
@@ -81,6 +86,7 @@ impl Reason {
             Reason::Status => "status not accepted",
             Reason::Mismatch => "response did not match",
             Reason::Invalid => "invalid response",
+            Reason::Passive => "proxied attempts failed",
         }
     }
 

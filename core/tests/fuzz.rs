@@ -896,6 +896,8 @@ impl CheckGen {
             keepalive,
             rehandshake_ms,
             match_block,
+            // (the model never writes passive_fall: the unit tests cover it)
+            passive_fall: 0,
         })
     }
 }

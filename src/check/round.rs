@@ -71,6 +71,7 @@ pub fn finish(p: &mut Probe, outcome: Outcome) {
         if let Some(flip) = flip {
             p.zone.header().note_change();
             log_flip(p, flip, result);
+            crate::worker::update_fail_open(&p.zone, &p.check, p.log);
         }
         debug(
             p,

@@ -34,7 +34,7 @@ const DEFAULT_KEEPALIVE_INTVL_S: u32 = 1;
 const DEFAULT_KEEPALIVE_CNT: u32 = 3;
 
 /// Every parameter name `check` knows.
-const PARAMETERS: [&str; 10] = [
+const PARAMETERS: [&str; 11] = [
     "interval",
     "fall",
     "rise",
@@ -45,6 +45,7 @@ const PARAMETERS: [&str; 10] = [
     "reuse",
     "keepalive",
     "match",
+    "passive_fall",
 ];
 
 /// How to write a time in nginx's seconds syntax, for error messages.
@@ -113,6 +114,7 @@ struct Params<'a> {
     /// `Some(Given { value: None })` is an explicit `keepalive=off`.
     keepalive: Option<Given<'a, Option<KeepaliveSpec>>>,
     match_block: Option<Given<'a, Vec<u8>>>,
+    passive_fall: Option<Given<'a, u32>>,
 }
 
 /// Stores a parsed parameter, refusing a second occurrence.
@@ -180,6 +182,9 @@ impl<'a> Params<'a> {
             b"match" => store(&mut self.match_block, arg, "match", || match value {
                 b"" => Err("match must name a check_match block (match=NAME)".into()),
                 _ => Ok(value.to_vec()),
+            }),
+            b"passive_fall" => store(&mut self.passive_fall, arg, "passive_fall", || {
+                parse_count(value, "passive_fall", 0, RISE_FALL_MAX)
             }),
             _ => Err(invalid(arg, "unknown parameter")),
         }
@@ -254,6 +259,7 @@ impl<'a> Params<'a> {
             keepalive,
             rehandshake_ms,
             match_block: self.match_block.map(|g| g.value),
+            passive_fall: self.passive_fall.map_or(0, |g| g.value),
         })
     }
 }

@@ -67,6 +67,8 @@ pub struct UpstreamFacts<'a> {
     pub peers: Vec<PeerFacts<'a>>,
     /// Which `check_http_*` directives it has.
     pub http: HttpDirectives,
+    /// Whether it has `check_fail_open`.
+    pub fail_open: bool,
 }
 
 /// Which of the directives of http checks an upstream has (the rules only
@@ -103,6 +105,8 @@ pub enum Directive {
     HttpExpectAlive(usize),
     /// The `check_match` block at this index of the blocks.
     Match(usize),
+    /// `check_fail_open` of the upstream at this index.
+    FailOpen(usize),
 }
 
 /// A message for `nginx -t`, and where to log it.
@@ -283,6 +287,14 @@ fn layout(
     let mut default_down = Vec::new();
     for (i, u) in upstreams.iter().enumerate() {
         let name = String::from_utf8_lossy(u.name);
+        if u.fail_open && u.check.is_none() {
+            return Err(Diagnostic {
+                at: Directive::FailOpen(i),
+                error: ConfError(format!(
+                    "\"check_fail_open\" requires \"check\" in upstream \"{name}\""
+                )),
+            });
+        }
         if u.keepalive_requests.is_some() && u.check.map(|c| c.reuse) != Some(Reuse::On) {
             warnings.push(Diagnostic {
                 at: Directive::KeepaliveRequests(i),

@@ -51,10 +51,35 @@ fn defaults() {
             keepalive: None,
             rehandshake_ms: None,
             match_block: None,
+            passive_fall: 0,
         }
     );
     assert!(!ok("type=tcp").keeps_connection());
     assert_eq!(ok("type=udp").check_type, CheckType::Udp);
+}
+
+#[test]
+fn passive_fall() {
+    assert_eq!(ok("type=tcp").passive_fall, 0, "off by default");
+    assert_eq!(ok("passive_fall=0").passive_fall, 0);
+    assert_eq!(ok("passive_fall=5 type=http").passive_fall, 5);
+    assert_eq!(ok("type=udp passive_fall=100000").passive_fall, 100_000);
+    assert_eq!(
+        err("passive_fall=100001"),
+        "invalid parameter \"passive_fall=100001\": passive_fall must be from 0 to 100000"
+    );
+    assert_eq!(
+        err("passive_fall=-1"),
+        "invalid parameter \"passive_fall=-1\": passive_fall must be a plain decimal integer"
+    );
+    assert_eq!(
+        err("passive_fall"),
+        "invalid parameter \"passive_fall\": passive_fall requires a value (passive_fall=...)"
+    );
+    assert_eq!(
+        err("passive_fall=2 passive_fall=3"),
+        "invalid parameter \"passive_fall=3\": passive_fall is given twice"
+    );
 }
 
 #[test]
@@ -182,6 +207,7 @@ fn spec_examples_that_parse() {
             keepalive: None,
             rehandshake_ms: None,
             match_block: None,
+            passive_fall: 0,
         }
     );
 
@@ -752,6 +778,7 @@ fn argument(name: &'static str) -> BoxedStrategy<String> {
             .prop_map(String::from)
             .boxed(),
         "port" => (0u32..70_000).prop_map(|n| n.to_string()).boxed(),
+        "passive_fall" => (0u32..12).prop_map(|n| n.to_string()).boxed(),
         "reuse" => prop_oneof![
             Just("off".to_string()),
             Just("on".to_string()),

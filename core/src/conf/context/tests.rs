@@ -39,6 +39,7 @@ fn ups<'a>(
         keepalive_requests,
         peers,
         http: HttpDirectives::default(),
+        fail_open: false,
     }
 }
 
@@ -167,6 +168,24 @@ fn unix_servers_are_fine_without_port() {
         z.identities,
         [identity_hash("http", b"u", b"unix:/tmp/x.sock", "tcp", 0)]
     );
+}
+
+#[test]
+fn fail_open_requires_check() {
+    let c = check("type=tcp");
+    let mut without = ups("u", None, None, vec![peer("a", 1)]);
+    without.fail_open = true;
+    let f = finish(Group::Http, &[without], None);
+    assert_eq!(
+        error_of(&f),
+        (
+            Directive::FailOpen(0),
+            "\"check_fail_open\" requires \"check\" in upstream \"u\""
+        )
+    );
+    let mut with = ups("u", Some(&c), None, vec![peer("a", 1)]);
+    with.fail_open = true;
+    assert!(finish(Group::Http, &[with], None).result.is_ok());
 }
 
 #[test]
@@ -314,6 +333,7 @@ fn names_are_printed_as_nginx_prints_them() {
             unix: true,
         }],
         http: HttpDirectives::default(),
+        fail_open: false,
     }];
     let f = finish(Group::Http, &u, None);
     assert!(f.warnings[0].error.0.contains("upstream \"up\u{fffd}\":"));
@@ -686,6 +706,7 @@ proptest! {
                     })
                     .collect(),
                 http: HttpDirectives::default(),
+                fail_open: false,
             })
             .collect();
         let f = finish_context(group, &facts, &[], shm, required);
@@ -755,6 +776,7 @@ proptest! {
                 Directive::HttpExpectAlive(i) => Directive::HttpExpectAlive(kept[i]),
                 Directive::ShmSize => Directive::ShmSize,
                 Directive::Match(j) => Directive::Match(j),
+                Directive::FailOpen(i) => Directive::FailOpen(kept[i]),
             },
             error: d.error.clone(),
         };
@@ -841,6 +863,7 @@ proptest! {
                 keepalive_requests: None,
                 peers: vec![peer("p:1", 1)],
                 http: http(send, request, header, expect_alive),
+                fail_open: false,
             })
             .collect();
         let f = finish_context(Group::Stream, &facts, &blocks, None, required);
