@@ -693,6 +693,66 @@ fn single_value_directives() {
 }
 
 #[test]
+fn passive_fall_and_fail_open() {
+    check_bad(&[
+        bad_param!("check passive_fall=-1;", "passive_fall=-1"),
+        bad_param!("check passive_fall=100001;", "passive_fall=100001"),
+        bad_param!("check passive_fall;", "passive_fall"),
+        Bad {
+            ctxs: &UPSTREAMS,
+            snippet: "check type=tcp; check_fail_open 100%;",
+            server: TCP_SERVER,
+            all: &[
+                "invalid value \"100%\" in \"check_fail_open\" directive: at 100% the check \
+                    would never keep a peer out: use at most 99%",
+            ],
+            any: &[],
+        },
+        Bad {
+            ctxs: &UPSTREAMS,
+            snippet: "check type=tcp; check_fail_open half;",
+            server: TCP_SERVER,
+            all: &[
+                "invalid value \"half\" in \"check_fail_open\" directive: must be off, on \
+                    or a percentage from 0% to 99%",
+            ],
+            any: &[],
+        },
+        Bad {
+            ctxs: &UPSTREAMS,
+            snippet: "check type=tcp; check_fail_open on; check_fail_open off;",
+            server: TCP_SERVER,
+            all: &["\"check_fail_open\" directive is duplicate"],
+            any: &[],
+        },
+        Bad {
+            ctxs: &UPSTREAMS,
+            snippet: "check_fail_open on;",
+            server: TCP_SERVER,
+            all: &["\"check_fail_open\" requires \"check\" in upstream"],
+            any: &[],
+        },
+        Bad {
+            ctxs: &[Ctx::Http, Ctx::Stream],
+            snippet: "check_fail_open on;",
+            server: TCP_SERVER,
+            all: &["\"check_fail_open\" directive is not allowed here"],
+            any: &[],
+        },
+    ]);
+    let up: &[Ctx] = &UPSTREAMS;
+    check_good(&[
+        (up, "check type=tcp passive_fall=0;"),
+        (up, "check type=tcp passive_fall=5;"),
+        (up, "check type=udp passive_fall=2;"),
+        (up, "check type=tcp; check_fail_open off;"),
+        (up, "check_fail_open on; check type=tcp;"),
+        (up, "check type=tcp; check_fail_open 0%;"),
+        (up, "check type=tcp; check_fail_open 99%;"),
+    ]);
+}
+
+#[test]
 fn vnswrr_arguments() {
     check_bad(&[
         Bad {
