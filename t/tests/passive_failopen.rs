@@ -296,3 +296,88 @@ fn fail_open_threshold_is_by_weight() {
         ng.check_log();
     }
 }
+
+/// The stream side of both: `passive_fall` takes out a peer whose traffic
+/// port refuses after exactly that many failed connections (nginx's
+/// `proxy_next_upstream` goes on to the other peer), and an upstream whose
+/// every check fails serves connections with `check_fail_open on`.
+#[test]
+fn stream_passive_fall_and_fail_open() {
+    const FALL: usize = 3;
+    for (mode, bin) in binaries() {
+        let mut peers = Peers::start(2, Role::Raw);
+        let names = peers.names();
+        drop(peers.traffic.remove(1));
+        let open = Peers::start(2, Role::Raw);
+        for c in &open.checks {
+            c.refuse();
+        }
+        let (port, open_port) = (healthcheck_t::free_port(), healthcheck_t::free_port());
+        let status = healthcheck_t::free_port();
+        let on = open.names();
+        let body = format!(
+            "stream {{
+    log_format attempts '$pid $upstream_addr';
+    access_log logs/upstream.log attempts;
+    upstream p {{ server {} max_fails=0; server {} max_fails=0;
+        check type=tcp interval=200 rise=2 fall=3 port={} passive_fall={FALL}; }}
+    upstream o {{ server {}; server {}; check_fail_open on;
+        check type=tcp interval=100 rise=1 fall=1 default_down=true port={}; }}
+    server {{ listen 127.0.0.1:{port}; proxy_pass p; }}
+    server {{ listen 127.0.0.1:{open_port}; proxy_pass o; }}
+}}
+http {{ server {{ listen 127.0.0.1:{status}; location /status {{ healthcheck_status json; }} }} }}",
+            names[0], names[1], peers.check_port, on[0], on[1], open.check_port
+        );
+        let ng = Builder::default().binary(bin).start(&body);
+        let victim = Row::new(Kind::Stream, "p", &names[1]);
+        poll_status_json(status, LONG, "the victim up", |s| {
+            victim.status(s) == Some("up")
+        });
+        let mut down = false;
+        for _ in 0..100 {
+            let reply = healthcheck_t::stream_roundtrip(port, b"hi").expect("stream");
+            assert_eq!(String::from_utf8_lossy(&reply), names[0], "{mode}");
+            let s = status_json(status).unwrap();
+            if victim.status(&s) == Some("down") {
+                assert_eq!(
+                    s.row(Kind::Stream, "p", &names[1])["last_failure_reason"],
+                    "passive",
+                    "{mode}: {s}"
+                );
+                down = true;
+                break;
+            }
+        }
+        assert!(down, "{mode}: the victim never went down");
+        let tried = attempts(&ng, 0)
+            .into_iter()
+            .filter(|(_, a)| a.contains(&names[1]))
+            .count();
+        assert_eq!(tried, FALL, "{mode}: failed attempts before down");
+
+        // Fail-open: every check of `o` fails, yet both peers serve.
+        let rows = [0, 1].map(|i| Row::new(Kind::Stream, "o", &on[i]));
+        poll_status_json(status, LONG, "o checked and down", |s| {
+            rows.iter()
+                .all(|r| r.int(s, "checks") >= 1 && r.status(s) == Some("down"))
+        });
+        let mut seen = BTreeSet::new();
+        for _ in 0..10 {
+            let reply = healthcheck_t::stream_roundtrip(open_port, b"hi").expect("fail-open");
+            seen.insert(String::from_utf8_lossy(&reply).into_owned());
+        }
+        assert_eq!(
+            seen.len(),
+            2,
+            "{mode}: both peers serve while failing open: {seen:?}"
+        );
+        assert_eq!(
+            ng.log_lines("upstream o fails open").len(),
+            1,
+            "{}",
+            ng.log()
+        );
+        ng.check_log();
+    }
+}
