@@ -75,6 +75,8 @@ pub struct UpsConf {
     pub keepalive_requests_loc: ConfLoc,
     pub vnswrr: Option<VnswrrConf>,
     pub http: HttpConf,
+    /// The `check_ssl_*` directives and the SSL context (`crate::tls`).
+    pub tls: crate::tls::TlsConf,
     /// `check_fail_open`.
     pub fail_open: Option<cc::FailOpen>,
     pub fail_open_loc: ConfLoc,
@@ -445,6 +447,7 @@ pub unsafe fn finish_context<U: UpstreamBlock>(
                     expect_alive: c.http.expect_alive.is_some(),
                 },
                 fail_open: c.fail_open.is_some(),
+                tls: c.tls.facts(),
             }
         })
         .collect();
@@ -472,6 +475,7 @@ pub unsafe fn finish_context<U: UpstreamBlock>(
             }
             cc::Directive::Match(j) => mcf.matches_loc.get(j).copied(),
             cc::Directive::FailOpen(i) => upstreams.get(i).map(|u| u.conf().fail_open_loc),
+            cc::Directive::Tls(i, d) => upstreams.get(i).and_then(|u| u.conf().tls.loc(d)),
         }
         .unwrap_or_default()
     };

@@ -98,6 +98,8 @@ unsafe fn init_main(
         let ups = unsafe { process::upstreams_of(proto, main_conf) };
         // SAFETY: cf is the context being finished; tag is our module.
         unsafe { conf::finish_context(cf, proto, mcf, &ups, tag) }?;
+        // SAFETY: as above; the rules between the directives held.
+        unsafe { crate::tls::build_contexts(cf, &ups) }?;
         // SAFETY: the context's upstreams, their balancers set up.
         unsafe { selection::wrap(proto, &ups) };
         Ok(())

@@ -9,7 +9,7 @@
 use core::cell::Cell;
 use std::rc::Rc;
 
-use healthcheck_core::conf::{CheckConf, CheckType, FailOpen, StatusClasses, BUFFER_SIZE_DEFAULT};
+use healthcheck_core::conf::{CheckConf, FailOpen, StatusClasses, BUFFER_SIZE_DEFAULT};
 use healthcheck_core::http::request::HttpRequest;
 use healthcheck_core::matcher::Test;
 use healthcheck_core::ptrmap::PtrMap;
@@ -43,6 +43,22 @@ pub struct UpstreamCheck {
     pub members: Vec<(u32, u32)>,
     /// The upstream's name (cycle pool).
     pub upstream: ngx_str_t,
+    /// `type=https` / `type=tls`: the transport's settings.
+    pub tls: Option<TlsCheck>,
+}
+
+/// What a TLS check needs besides its SSL context's own settings.
+pub struct TlsCheck {
+    /// The upstream's SSL context (configuration pool).
+    pub ssl: *mut ngx::ffi::ngx_ssl_t,
+    /// `check_ssl_server_name`.
+    pub server_name: bool,
+    /// `check_ssl_name`.
+    pub name: Option<Vec<u8>>,
+    /// `check_ssl_verify`.
+    pub verify: bool,
+    /// `check_ssl_session_reuse`.
+    pub session_reuse: bool,
 }
 
 impl UpstreamCheck {
@@ -199,7 +215,7 @@ impl Context {
                 continue;
             };
             let h = &u.conf().http;
-            let http = (conf.check_type == CheckType::Http).then(|| {
+            let http = conf.check_type.is_http().then(|| {
                 let mut request = HttpRequest::default();
                 if let Some((method, uri)) = &h.request {
                     request.method = method.clone();
@@ -230,6 +246,7 @@ impl Context {
                     .map(|(i, p)| (i as u32, p.weight))
                     .collect(),
                 upstream: u.name,
+                tls: crate::tls::check_settings(u.conf()),
             });
             let base = targets.len() as u32;
             sel_map.push((u.srv as usize, sels.len() as u32));

@@ -27,6 +27,11 @@ pub enum Reason {
     /// `passive_fall` consecutive proxied attempts failed (not a check
     /// round: nginx's own attempts, README: Passive failures).
     Passive = 9,
+    /// The TLS handshake failed: an alert, no TLS at all, a protocol or
+    /// cipher mismatch.
+    Tls = 10,
+    /// The peer's certificate did not verify (chain or name).
+    TlsVerify = 11,
 }
 
 /// Number of reasons (the length of a slot's per-reason counters).
@@ -34,7 +39,7 @@ pub const REASONS: usize = Reason::ALL.len();
 
 impl Reason {
     /// Every reason, in counter order.
-    pub const ALL: [Reason; 10] = [
+    pub const ALL: [Reason; 12] = [
         Reason::Refused,
         Reason::Timeout,
         Reason::Reset,
@@ -45,6 +50,8 @@ impl Reason {
         Reason::Mismatch,
         Reason::Invalid,
         Reason::Passive,
+        Reason::Tls,
+        Reason::TlsVerify,
     ];
 
     /// The reasons of the connection itself, which every TCP-based check
@@ -71,6 +78,8 @@ impl Reason {
             Reason::Mismatch => "mismatch",
             Reason::Invalid => "invalid",
             Reason::Passive => "passive",
+            Reason::Tls => "tls",
+            Reason::TlsVerify => "tls-verify",
         }
     }
 
@@ -87,6 +96,8 @@ impl Reason {
             Reason::Mismatch => "response did not match",
             Reason::Invalid => "invalid response",
             Reason::Passive => "proxied attempts failed",
+            Reason::Tls => "TLS handshake failed",
+            Reason::TlsVerify => "certificate verification failed",
         }
     }
 

@@ -98,6 +98,8 @@ pub struct Slot {
     pub passive: AtomicU32,
     /// 1 while the peer's upstream is failing open (`check_fail_open`).
     pub fail_open: AtomicU32,
+    /// TLS checks: rounds whose handshake resumed a session.
+    pub tls_resumed: AtomicU32,
     pub failures: [AtomicU32; REASONS],
     pub duration_buckets: [AtomicU32; DURATION_SLOTS],
 }
@@ -148,6 +150,7 @@ pub struct Snapshot {
     pub duration_sum: u64,
     pub last_duration: u32,
     pub http_status: u32,
+    pub tls_resumed: u64,
     pub failures: [u64; REASONS],
     pub buckets: [u64; DURATION_SLOTS],
 }
@@ -351,6 +354,7 @@ impl Slot {
                 duration_sum: self.duration_sum.load(r),
                 last_duration: self.last_duration.load(r),
                 http_status: self.http_status.load(r),
+                tls_resumed: u64::from(self.tls_resumed.load(r)),
                 failures: core::array::from_fn(|i| u64::from(self.failures[i].load(r))),
                 buckets: core::array::from_fn(|i| u64::from(self.duration_buckets[i].load(r))),
             };
@@ -387,7 +391,8 @@ impl Slot {
             last_duration,
             http_status,
             admin,
-            fail_open
+            fail_open,
+            tls_resumed
         );
         for (a, b) in from.failures.iter().zip(&self.failures) {
             b.store(a.load(Ordering::Relaxed), Ordering::Relaxed);

@@ -751,6 +751,8 @@ impl CheckGen {
             None | Some("tcp") => CheckType::Tcp,
             Some("udp") => CheckType::Udp,
             Some("http") => CheckType::Http,
+            Some("https") => CheckType::Https,
+            Some("tls" | "ssl_hello") => CheckType::Tls,
             Some(_) => return None,
         };
         let match_block = match self.match_block {
@@ -937,6 +939,9 @@ fn check_gen() -> impl Strategy<Value = CheckGen> {
                     "TCP",
                     "",
                     "ssl_hello",
+                    "https",
+                    "tls",
+                    "fastcgi",
                 ]),
             ),
             opt(0.2, dec_text()),

@@ -21,6 +21,8 @@ pub enum Local {
     Errno(c_int),
     /// nginx had no free connection (`worker_connections`).
     NoConnection,
+    /// No memory for the TLS connection.
+    NoMemory,
 }
 
 /// The end of a round.
@@ -68,6 +70,9 @@ pub fn finish(p: &mut Probe, outcome: Outcome) {
             unix_ms(),
             p.kind.http_status(),
         );
+        if super::tls::resumed(p) {
+            s.tls_resumed.fetch_add(1, Ordering::Relaxed);
+        }
         if let Some(flip) = flip {
             p.zone.header().note_change();
             log_flip(p, flip, result);
@@ -99,6 +104,12 @@ fn log_flip(p: &Probe, flip: Flip, result: RoundResult) {
         Transition::WentDown => {
             let reason = match (result, p.kind.http_status()) {
                 (RoundResult::Down(Reason::Status), Some(code)) => format!("HTTP {code}"),
+                (RoundResult::Down(r @ (Reason::Tls | Reason::TlsVerify)), _) => {
+                    match super::tls::detail(p) {
+                        Some(d) => format!("{}: {d}", r.describe()),
+                        None => r.describe().to_string(),
+                    }
+                }
                 (RoundResult::Down(r), _) => r.describe().to_string(),
                 (RoundResult::Up { .. }, _) => "failed".to_string(),
             };
@@ -145,6 +156,7 @@ fn local_error(p: &Probe, cause: Local) {
         Local::NoConnection => String::from(
             "local error: no free nginx connection (worker_connections are not enough)",
         ),
+        Local::NoMemory => String::from("local error: no memory for the TLS connection"),
     };
     ffi::log(
         NGX_LOG_WARN,

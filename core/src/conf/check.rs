@@ -170,7 +170,10 @@ impl<'a> Params<'a> {
                 b"tcp" => Ok(CheckType::Tcp),
                 b"udp" => Ok(CheckType::Udp),
                 b"http" => Ok(CheckType::Http),
-                _ => Err("only type=tcp, type=udp and type=http are supported".into()),
+                b"https" => Ok(CheckType::Https),
+                // yaoweibin's and Tengine's name; here a real handshake.
+                b"tls" | b"ssl_hello" => Ok(CheckType::Tls),
+                _ => Err("type must be tcp, udp, http, https or tls (ssl_hello is tls)".into()),
             }),
             b"port" => store(&mut self.port, arg, "port", || {
                 parse_count(value, "port", 1, u16::MAX)

@@ -269,9 +269,9 @@ fn spec_examples_that_fail() {
             "invalid parameter \"reuse=on\": reuse requires type=tcp or type=http",
         ),
         (
-            "type=ssl_hello",
-            "invalid parameter \"type=ssl_hello\": \
-             only type=tcp, type=udp and type=http are supported",
+            "type=fastcgi",
+            "invalid parameter \"type=fastcgi\": \
+             type must be tcp, udp, http, https or tls (ssl_hello is tls)",
         ),
     ];
     for (line, message) in cases {
@@ -346,11 +346,11 @@ fn single_parameter_errors() {
             &[
                 "type=HTTP",
                 "type=TCP",
-                "type=ssl_hello",
-                "type=https",
+                "type=mysql",
+                "type=SSL_HELLO",
                 "type=",
             ],
-            "only type=tcp, type=udp and type=http are supported",
+            "type must be tcp, udp, http, https or tls (ssl_hello is tls)",
         ),
         (
             &["reuse=maybe", "reuse=500ms", "reuse=", "reuse=ON"],
@@ -732,7 +732,7 @@ fn non_utf8_arguments_do_not_panic() {
     assert_eq!(
         e.to_string(),
         "invalid parameter \"type=t\u{e9}p\": \
-         only type=tcp, type=udp and type=http are supported"
+         type must be tcp, udp, http, https or tls (ssl_hello is tls)"
     );
 }
 
