@@ -51,6 +51,8 @@ pub fn reason_of(err: c_int) -> Reason {
         libc::ETIMEDOUT => Reason::Timeout,
         libc::ECONNRESET | libc::EPIPE => Reason::Reset,
         libc::EHOSTUNREACH | libc::ENETUNREACH => Reason::Unreachable,
+        // A TLS alert or bad record (see `Conn::recv`).
+        libc::EPROTO => Reason::Tls,
         _ => Reason::Error,
     }
 }
@@ -173,7 +175,6 @@ impl Conn {
             Io::Done(0) => Peek::Failed(Reason::Closed),
             Io::Done(_) => Peek::Data,
             Io::Again => Peek::WouldBlock,
-            Io::Error(0) => Peek::Failed(Reason::Tls),
             Io::Error(e) => Peek::Failed(reason_of(e)),
         }
     }
@@ -204,9 +205,13 @@ impl Conn {
         let Some(recv) = self.c().recv else {
             return Io::Error(0);
         };
+        let tls = self.is_tls();
+        if tls {
+            clear_errno();
+        }
         // SAFETY: nginx's recv of this live connection, a writable buffer.
         let n = unsafe { recv(self.0.as_ptr(), buf.as_mut_ptr(), buf.len()) };
-        io_result(n)
+        tls_result(tls, io_result(n))
     }
 
     /// Write `buf` through `c->send`.
@@ -214,10 +219,14 @@ impl Conn {
         let Some(send) = self.c().send else {
             return Io::Error(0);
         };
+        let tls = self.is_tls();
+        if tls {
+            clear_errno();
+        }
         // SAFETY: nginx's send of this live connection; send only reads
         // the buffer (its C prototype is not const).
         let n = unsafe { send(self.0.as_ptr(), buf.as_ptr().cast_mut(), buf.len()) };
-        io_result(n)
+        tls_result(tls, io_result(n))
     }
 
     /// Arm the read event's timer.
@@ -386,6 +395,21 @@ impl Conn {
                 ngx::ffi::ngx_destroy_pool(pool);
             }
         }
+    }
+}
+
+fn clear_errno() {
+    // SAFETY: errno is thread-local.
+    unsafe { *libc::__errno_location() = 0 };
+}
+
+/// A failure of nginx's SSL layer that is no socket error (an alert, a
+/// bad record) leaves errno as it was cleared: it is a TLS failure,
+/// [`reason_of`] `EPROTO`.
+fn tls_result(tls: bool, io: Io) -> Io {
+    match io {
+        Io::Error(0) if tls => Io::Error(libc::EPROTO),
+        other => other,
     }
 }
 

@@ -104,11 +104,14 @@ fn log_flip(p: &Probe, flip: Flip, result: RoundResult) {
         Transition::WentDown => {
             let reason = match (result, p.kind.http_status()) {
                 (RoundResult::Down(Reason::Status), Some(code)) => format!("HTTP {code}"),
-                (RoundResult::Down(r @ (Reason::Tls | Reason::TlsVerify)), _) => {
-                    match super::tls::detail(p) {
-                        Some(d) => format!("{}: {d}", r.describe()),
-                        None => r.describe().to_string(),
-                    }
+                // The handshake's failure in nginx's and OpenSSL's words;
+                // a verification failure says what it is itself.
+                (RoundResult::Down(r @ Reason::Tls), _) => match super::tls::detail(p) {
+                    Some(d) => format!("{}: {d}", r.describe()),
+                    None => r.describe().to_string(),
+                },
+                (RoundResult::Down(r @ Reason::TlsVerify), _) => {
+                    super::tls::detail(p).map_or_else(|| r.describe().to_string(), str::to_string)
                 }
                 (RoundResult::Down(r), _) => r.describe().to_string(),
                 (RoundResult::Up { .. }, _) => "failed".to_string(),

@@ -145,6 +145,8 @@ pub struct Handshake {
     pub sni: Option<String>,
     /// Whether the session was resumed.
     pub resumed: bool,
+    /// https: the request's number on its connection (1 = a new one).
+    pub request: u32,
 }
 
 impl TlsBackend {
@@ -166,9 +168,10 @@ impl TlsBackend {
         );
         let body = format!(
             "http {{
-    log_format tls '$ssl_server_name $ssl_session_reused $ssl_protocol';
+    log_format tls '$ssl_server_name $ssl_session_reused $ssl_protocol $connection_requests';
     server {{
         listen 127.0.0.1:{https} ssl;
+        keepalive_requests 1000;
         {common}
         access_log logs/https.log tls;
         location / {{ return 200 ok; }}
@@ -213,6 +216,7 @@ stream {{
                 Some(Handshake {
                     sni: (sni != "-" && !sni.is_empty()).then(|| sni.to_string()),
                     resumed: reused == "r",
+                    request: f.next().and_then(|n| n.parse().ok()).unwrap_or(1),
                 })
             })
             .collect()

@@ -94,3 +94,166 @@ fn healthy_tls_servers_are_up_with_sni_and_resumption() {
     );
     ng.check_log();
 }
+
+/// One upstream `u` with `server` and `check ... extra` and `directives`;
+/// returns nginx, the status port.
+fn one(server: &str, check: &str, directives: &str) -> (Nginx, u16) {
+    start(
+        &format!("    upstream u {{ server {server}; check interval=200 rise=1 fall=1 {check}; {directives} }}\n"),
+        "",
+    )
+}
+
+/// The state-change line of `u`'s peer.
+fn down_line(ng: &Nginx, name: &str) -> String {
+    ng.wait_for_log(&format!("upstream u peer {name} is down"), LONG)
+}
+
+/// A backend that accepts TCP and never answers the ClientHello: the
+/// handshake does not finish within `timeout`, reason `timeout`.
+#[test]
+fn silent_server_times_the_handshake_out() {
+    let b = Backend::with_mode(Mode::Hang);
+    for ty in ["tls", "https"] {
+        let (ng, port) = one(&b.addr(), &format!("type={ty} timeout=150"), "");
+        let s = wait_status(port, Kind::Http, "u", &b.addr(), "down");
+        assert_eq!(
+            reason(&s, Kind::Http, "u", &b.addr()),
+            "timeout",
+            "{ty}: {s}"
+        );
+        assert!(down_line(&ng, &b.addr()).contains("timed out"), "{ty}");
+        ng.check_log();
+    }
+}
+
+/// A plain port checked with https or tls: the handshake fails (`tls`),
+/// and the log line carries OpenSSL's reason.
+#[test]
+fn plain_port_fails_the_handshake() {
+    let b = Backend::start();
+    for ty in ["tls", "https"] {
+        let (ng, port) = one(&b.addr(), &format!("type={ty}"), "");
+        let s = wait_status(port, Kind::Http, "u", &b.addr(), "down");
+        assert_eq!(reason(&s, Kind::Http, "u", &b.addr()), "tls", "{ty}: {s}");
+        let line = down_line(&ng, &b.addr());
+        assert!(
+            line.contains("TLS handshake failed: SSL_do_handshake() failed (SSL: error:")
+                && line.contains("wrong version number"),
+            "{ty}: {line}"
+        );
+        ng.check_log();
+    }
+}
+
+/// Verification: an untrusted chain and a wrong name fail with
+/// `tls-verify` and OpenSSL's or nginx's words; the right CA with the
+/// certificate's DNS name, or its IP address by default, passes.
+#[test]
+fn verification_of_chain_and_name() {
+    let pki = Pki::generate();
+    let b = TlsBackend::start(&pki, ClientAuth::None);
+    let addr = format!("127.0.0.1:{}", b.tls_port());
+    let verify = |ca: &str| {
+        format!(
+            "check_ssl_verify on; check_ssl_trusted_certificate {};",
+            pki.path(ca)
+        )
+    };
+    for (what, directives, want) in [
+        (
+            "untrusted chain",
+            verify("other-ca.pem"),
+            Some("certificate verify failed: unable to "),
+        ),
+        (
+            "wrong name",
+            verify("ca.pem") + " check_ssl_name wrong.test;",
+            Some("certificate does not match \"wrong.test\""),
+        ),
+        (
+            "the DNS name",
+            verify("ca.pem") + &format!(" check_ssl_name {SERVER_NAME};"),
+            None,
+        ),
+        ("the IP address", verify("ca.pem"), None),
+    ] {
+        let (ng, port) = one(&addr, "type=tls", &directives);
+        match want {
+            Some(words) => {
+                let s = wait_status(port, Kind::Http, "u", &addr, "down");
+                assert_eq!(
+                    reason(&s, Kind::Http, "u", &addr),
+                    "tls-verify",
+                    "{what}: {s}"
+                );
+                let line = down_line(&ng, &addr);
+                assert!(
+                    line.contains(&format!("is down after 1 failures: {words}")),
+                    "{what}: {line}"
+                );
+            }
+            None => {
+                wait_status(port, Kind::Http, "u", &addr, "up");
+            }
+        }
+        ng.check_log();
+    }
+}
+
+/// A backend that requires a client certificate: without one the check
+/// fails (`tls`); with `check_ssl_certificate` it passes, for https and tls.
+#[test]
+fn client_certificate() {
+    let pki = Pki::generate();
+    let b = TlsBackend::start(&pki, ClientAuth::Required);
+    let with_cert = format!(
+        "check_ssl_certificate {}; check_ssl_certificate_key {};",
+        pki.path("client.pem"),
+        pki.path("client.key")
+    );
+    for (ty, port) in [("https", b.https_port()), ("tls", b.tls_port())] {
+        let addr = format!("127.0.0.1:{port}");
+        let (ng, status) = one(&addr, &format!("type={ty}"), "");
+        let s = wait_status(status, Kind::Http, "u", &addr, "down");
+        let r = reason(&s, Kind::Http, "u", &addr);
+        // TLS 1.3: the client's side of the handshake completes before
+        // the server looks at the (empty) certificate; nginx as the server
+        // then answers https with 400 ("No required SSL certificate was
+        // sent") and closes a stream session; other servers send an alert.
+        let expected: &[&str] = match ty {
+            "https" => &["tls", "status"],
+            _ => &["tls", "closed"],
+        };
+        assert!(expected.contains(&r.as_str()), "{ty}: {s}");
+        ng.check_log();
+        let (ng, status) = one(&addr, &format!("type={ty}"), &with_cert);
+        wait_status(status, Kind::Http, "u", &addr, "up");
+        ng.check_log();
+    }
+}
+
+/// https with `reuse=on`: keep-alive over TLS, one handshake serving many
+/// rounds (the backend sees requests 2, 3, ... on one connection).
+#[test]
+fn https_keepalive_over_tls() {
+    let pki = Pki::generate();
+    let b = TlsBackend::start(&pki, ClientAuth::None);
+    let addr = format!("127.0.0.1:{}", b.https_port());
+    let (ng, port) = one(
+        &addr,
+        "type=https reuse=on",
+        "check_keepalive_requests 100;",
+    );
+    wait_status(port, Kind::Http, "u", &addr, "up");
+    healthcheck_t::wait_until(LONG, "requests on a kept TLS connection", || {
+        b.https_requests().iter().any(|h| h.request >= 4)
+    });
+    let reqs = b.https_requests();
+    let fresh = reqs.iter().filter(|h| h.request == 1).count();
+    assert!(
+        fresh * 3 <= reqs.len(),
+        "most rounds reuse the connection: {reqs:?}"
+    );
+    ng.check_log();
+}
