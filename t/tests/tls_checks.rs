@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use healthcheck_t::tls::{ClientAuth, Pki, TlsBackend, SERVER_NAME};
-use healthcheck_t::{poll_status_json, Backend, Builder, Kind, Mode, Nginx, Status};
+use healthcheck_t::{poll_status_json, status_json, Backend, Builder, Kind, Mode, Nginx, Status};
 
 const LONG: Duration = Duration::from_secs(10);
 
@@ -254,6 +254,86 @@ fn https_keepalive_over_tls() {
     assert!(
         fresh * 3 <= reqs.len(),
         "most rounds reuse the connection: {reqs:?}"
+    );
+    ng.check_log();
+}
+
+/// The smallest of a few fd counts of `pid` taken 25 ms apart: a round in
+/// flight holds a socket for a moment, a leaked one stays.
+fn resting_fds(pid: u32) -> usize {
+    (0..8)
+        .map(|_| {
+            std::thread::sleep(Duration::from_millis(25));
+            healthcheck_t::fd_count(pid).expect("fd count")
+        })
+        .min()
+        .unwrap()
+}
+
+/// 8 reloads while TLS checks run, handshakes in flight among them (a
+/// server that never answers the ClientHello, checked with a long
+/// timeout): the old workers exit, and the new worker's and the master's
+/// descriptors stay where they were.
+#[test]
+fn reloads_during_tls_handshakes_keep_descriptors_flat() {
+    let pki = Pki::generate();
+    let b = TlsBackend::start(&pki, ClientAuth::None);
+    let silent = Backend::with_mode(Mode::Hang);
+    let plain = Backend::start();
+    let (web, raw) = (
+        format!("127.0.0.1:{}", b.https_port()),
+        format!("127.0.0.1:{}", b.tls_port()),
+    );
+    let ups = format!(
+        "    upstream web {{ server {web}; check type=https interval=100 reuse=on; }}
+    upstream raw {{ server {raw}; server {}; check type=tls interval=100; }}
+    upstream slow {{ server {}; check type=tls interval=1000 timeout=900; }}\n",
+        plain.addr(),
+        silent.addr()
+    );
+    let (mut ng, port) = start(&ups, "");
+    let rows = [
+        ("web", web.clone()),
+        ("raw", raw.clone()),
+        ("raw", plain.addr()),
+        ("slow", silent.addr()),
+    ];
+    let all_checked = |s: &Status, at_least: i64| {
+        rows.iter()
+            .all(|(u, n)| s.checks(Kind::Http, u, n) >= at_least)
+    };
+    poll_status_json(port, LONG, "every peer checked", |s| all_checked(s, 1));
+    let (master, first) = (ng.pid(), ng.workers()[0]);
+    let (master_fds, worker_fds) = (resting_fds(master), resting_fds(first));
+    for i in 0..8 {
+        let old = ng.workers();
+        // Reload while a handshake with the silent server is in flight.
+        healthcheck_t::wait_until(LONG, "a handshake in flight", || {
+            silent.open_connections() >= 1
+        });
+        let before = status_json(port).unwrap().checks(Kind::Http, "web", &web);
+        ng.reload();
+        ng.wait_workers_gone(&old, LONG);
+        poll_status_json(port, LONG, format!("rounds after reload {i}"), |s| {
+            s.checks(Kind::Http, "web", &web) > before
+        });
+    }
+    let s = status_json(port).unwrap();
+    assert_eq!(s.peer_status(Kind::Http, "web", &web), Some("up"), "{s}");
+    assert_eq!(
+        s.peer_status(Kind::Http, "raw", &plain.addr()),
+        Some("down"),
+        "{s}"
+    );
+    let worker = ng.workers()[0];
+    let (m, w) = (resting_fds(master), resting_fds(worker));
+    assert!(
+        m <= master_fds,
+        "master: {master_fds} descriptors before, {m} after 8 reloads"
+    );
+    assert!(
+        w <= worker_fds + 1,
+        "worker: {worker_fds} descriptors in the first worker, {w} in the ninth"
     );
     ng.check_log();
 }
