@@ -75,6 +75,14 @@ pub struct UpsConf {
     pub keepalive_requests_loc: ConfLoc,
     pub vnswrr: Option<VnswrrConf>,
     pub http: HttpConf,
+    /// The `check_ssl_*` directives and the SSL context (`crate::tls`).
+    pub tls: crate::tls::TlsConf,
+    /// `check_fail_open`.
+    pub fail_open: Option<cc::FailOpen>,
+    pub fail_open_loc: ConfLoc,
+    /// The upstream's own `peer.init`, when the module wrapped it
+    /// (`crate::selection`).
+    pub wrapped: Option<crate::selection::Wrapped>,
     /// The per-upstream state of the balancer the module installed: the
     /// `vnswrr` balancer's, which builds it in its `init_upstream` and
     /// alone knows its type (`crate::vnswrr`).
@@ -171,6 +179,27 @@ pub unsafe extern "C" fn ngx_upstream_check_keepalive_requests(
                 c.keepalive_requests =
                     Some(cc::parse_keepalive_requests(v).map_err(|e| e.to_string())?);
                 c.keepalive_requests_loc = ConfLoc::here(cf);
+                Ok(())
+            },
+        )
+    }
+}
+
+/// `check_fail_open off|on|N%;` in an upstream block.
+pub unsafe extern "C" fn ngx_upstream_check_fail_open(
+    cf: *mut ngx_conf_t,
+    _cmd: *mut ngx_command_t,
+    conf: *mut c_void,
+) -> *mut c_char {
+    // SAFETY: nginx's directive contract.
+    unsafe {
+        directive::<UpsConf>(
+            cf,
+            conf,
+            |c| c.fail_open.is_some(),
+            |cf, c, args| {
+                c.fail_open = Some(cc::parse_fail_open(args).map_err(|e| e.to_string())?);
+                c.fail_open_loc = ConfLoc::here(cf);
                 Ok(())
             },
         )
@@ -417,6 +446,8 @@ pub unsafe fn finish_context<U: UpstreamBlock>(
                     header: !c.http.headers.is_empty(),
                     expect_alive: c.http.expect_alive.is_some(),
                 },
+                fail_open: c.fail_open.is_some(),
+                tls: c.tls.facts(),
             }
         })
         .collect();
@@ -443,6 +474,8 @@ pub unsafe fn finish_context<U: UpstreamBlock>(
                 upstreams.get(i).map(|u| u.conf().http.expect_alive_loc)
             }
             cc::Directive::Match(j) => mcf.matches_loc.get(j).copied(),
+            cc::Directive::FailOpen(i) => upstreams.get(i).map(|u| u.conf().fail_open_loc),
+            cc::Directive::Tls(i, d) => upstreams.get(i).and_then(|u| u.conf().tls.loc(d)),
         }
         .unwrap_or_default()
     };

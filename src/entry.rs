@@ -10,7 +10,7 @@ use core::ptr;
 use ngx::core::{NGX_CONF_ERROR, NGX_CONF_OK};
 use ngx::ffi::{
     ngx_command_t, ngx_conf_t, ngx_cycle_t, ngx_http_conf_ctx_t, ngx_http_core_loc_conf_t,
-    ngx_http_core_module, ngx_int_t, ngx_module_t, ngx_process, NGX_ERROR, NGX_LOG_EMERG, NGX_OK,
+    ngx_http_core_module, ngx_int_t, ngx_module_t, ngx_process, NGX_ERROR, NGX_OK,
     NGX_PROCESS_SINGLE, NGX_PROCESS_WORKER,
 };
 
@@ -19,6 +19,7 @@ use crate::ffi;
 use crate::hooks;
 use crate::pool;
 use crate::process;
+use crate::selection;
 use crate::status;
 use healthcheck_core::status::Group;
 
@@ -52,16 +53,12 @@ pub unsafe extern "C" fn create_loc_conf(cf: *mut ngx_conf_t) -> *mut c_void {
     unsafe { create_conf::<LocConf>(cf) }
 }
 
-/// Refuse to run in an nginx without the patch: checks that silently never
-/// affect balancing would be worse than no checks.
+/// How checks reach the balancers in this nginx: the patch's hook, or
+/// stock mode (`crate::selection`).
 fn preconfiguration(cf: *mut ngx_conf_t, proto: Group) -> ngx_int_t {
-    match hooks::require_patch(proto) {
-        Ok(()) => NGX_OK as ngx_int_t,
-        Err(msg) => {
-            ngx::ngx_conf_log_error!(NGX_LOG_EMERG, cf, "{}", msg);
-            NGX_ERROR as ngx_int_t
-        }
-    }
+    // SAFETY: nginx passes the configuration being parsed.
+    selection::detect(proto, unsafe { (*cf).log });
+    NGX_OK as ngx_int_t
 }
 
 pub unsafe extern "C" fn ngx_http_upstream_check_preconf(cf: *mut ngx_conf_t) -> ngx_int_t {
@@ -100,7 +97,12 @@ unsafe fn init_main(
         // SAFETY: see above.
         let ups = unsafe { process::upstreams_of(proto, main_conf) };
         // SAFETY: cf is the context being finished; tag is our module.
-        unsafe { conf::finish_context(cf, proto, mcf, &ups, tag) }
+        unsafe { conf::finish_context(cf, proto, mcf, &ups, tag) }?;
+        // SAFETY: as above; the rules between the directives held.
+        unsafe { crate::tls::build_contexts(cf, &ups) }?;
+        // SAFETY: the context's upstreams, their balancers set up.
+        unsafe { selection::wrap(proto, &ups) };
+        Ok(())
     });
     match r {
         Ok(()) => NGX_CONF_OK,

@@ -2,9 +2,9 @@
 //!
 //! The patched nginx exports two NULL-default function pointers that every
 //! balancer consults next to `peer->down`. They are found with `dlsym`
-//! rather than linked, so that this module loaded into an unpatched nginx
-//! fails with a clear message instead of an unresolved-symbol error, and
-//! set only in processes that serve traffic.
+//! rather than linked, so that this module also loads into an unpatched
+//! nginx (stock mode, `crate::selection`), and set only in processes that
+//! serve traffic.
 
 use core::ffi::{c_void, CStr};
 use core::ptr;
@@ -28,17 +28,10 @@ fn symbol(proto: Group) -> &'static CStr {
     }
 }
 
-/// `Err(message)` when the running nginx lacks the patch.
-pub fn require_patch(proto: Group) -> Result<(), String> {
-    match find_global(symbol(proto)) {
-        Some(_) => Ok(()),
-        None => Err(format!(
-            "ngx_healthcheck_module requires nginx built with the nginx-healthcheck patch \
-             (patches/ in the module's source; scripts/build applies it): \
-             this nginx binary does not export \"{}\"",
-            symbol(proto).to_string_lossy()
-        )),
-    }
+/// Whether the running nginx carries the patch (else the module runs in
+/// stock mode: `crate::selection`).
+pub fn present(proto: Group) -> bool {
+    find_global(symbol(proto)).is_some()
 }
 
 fn slot(proto: Group) -> Option<*mut Hook> {

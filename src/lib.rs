@@ -15,8 +15,10 @@ mod match_block;
 mod pool;
 mod process;
 mod regex;
+mod selection;
 mod shm;
 mod status;
+mod tls;
 mod upstream;
 mod vnswrr;
 mod worker;
@@ -67,7 +69,7 @@ const fn command(
     }
 }
 
-static mut HTTP_COMMANDS: [ngx_command_t; 12] = [
+static mut HTTP_COMMANDS: [ngx_command_t; 23] = [
     command(
         ngx_string!("check_http_send"),
         NGX_HTTP_UPS_CONF | NGX_CONF_TAKE1,
@@ -117,6 +119,72 @@ static mut HTTP_COMMANDS: [ngx_command_t; 12] = [
         NGX_HTTP_SRV_CONF_OFFSET,
     ),
     command(
+        ngx_string!("check_fail_open"),
+        NGX_HTTP_UPS_CONF | NGX_CONF_TAKE1,
+        conf::ngx_upstream_check_fail_open,
+        NGX_HTTP_SRV_CONF_OFFSET,
+    ),
+    command(
+        ngx_string!("check_ssl_server_name"),
+        NGX_HTTP_UPS_CONF | NGX_CONF_TAKE1,
+        tls::ngx_upstream_check_ssl_server_name,
+        NGX_HTTP_SRV_CONF_OFFSET,
+    ),
+    command(
+        ngx_string!("check_ssl_name"),
+        NGX_HTTP_UPS_CONF | NGX_CONF_TAKE1,
+        tls::ngx_upstream_check_ssl_name,
+        NGX_HTTP_SRV_CONF_OFFSET,
+    ),
+    command(
+        ngx_string!("check_ssl_verify"),
+        NGX_HTTP_UPS_CONF | NGX_CONF_TAKE1,
+        tls::ngx_upstream_check_ssl_verify,
+        NGX_HTTP_SRV_CONF_OFFSET,
+    ),
+    command(
+        ngx_string!("check_ssl_trusted_certificate"),
+        NGX_HTTP_UPS_CONF | NGX_CONF_TAKE1,
+        tls::ngx_upstream_check_ssl_trusted_certificate,
+        NGX_HTTP_SRV_CONF_OFFSET,
+    ),
+    command(
+        ngx_string!("check_ssl_verify_depth"),
+        NGX_HTTP_UPS_CONF | NGX_CONF_TAKE1,
+        tls::ngx_upstream_check_ssl_verify_depth,
+        NGX_HTTP_SRV_CONF_OFFSET,
+    ),
+    command(
+        ngx_string!("check_ssl_certificate"),
+        NGX_HTTP_UPS_CONF | NGX_CONF_TAKE1,
+        tls::ngx_upstream_check_ssl_certificate,
+        NGX_HTTP_SRV_CONF_OFFSET,
+    ),
+    command(
+        ngx_string!("check_ssl_certificate_key"),
+        NGX_HTTP_UPS_CONF | NGX_CONF_TAKE1,
+        tls::ngx_upstream_check_ssl_certificate_key,
+        NGX_HTTP_SRV_CONF_OFFSET,
+    ),
+    command(
+        ngx_string!("check_ssl_protocols"),
+        NGX_HTTP_UPS_CONF | NGX_CONF_1MORE,
+        tls::ngx_upstream_check_ssl_protocols,
+        NGX_HTTP_SRV_CONF_OFFSET,
+    ),
+    command(
+        ngx_string!("check_ssl_ciphers"),
+        NGX_HTTP_UPS_CONF | NGX_CONF_TAKE1,
+        tls::ngx_upstream_check_ssl_ciphers,
+        NGX_HTTP_SRV_CONF_OFFSET,
+    ),
+    command(
+        ngx_string!("check_ssl_session_reuse"),
+        NGX_HTTP_UPS_CONF | NGX_CONF_TAKE1,
+        tls::ngx_upstream_check_ssl_session_reuse,
+        NGX_HTTP_SRV_CONF_OFFSET,
+    ),
+    command(
         ngx_string!("check_shm_size"),
         NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE1,
         conf::ngx_upstream_check_shm_size,
@@ -162,7 +230,7 @@ static STREAM_CTX: ngx_stream_module_t = ngx_stream_module_t {
     merge_srv_conf: None,
 };
 
-static mut STREAM_COMMANDS: [ngx_command_t; 11] = [
+static mut STREAM_COMMANDS: [ngx_command_t; 22] = [
     command(
         ngx_string!("check_http_send"),
         NGX_STREAM_UPS_CONF | NGX_CONF_TAKE1,
@@ -209,6 +277,72 @@ static mut STREAM_COMMANDS: [ngx_command_t; 11] = [
         ngx_string!("check_keepalive_requests"),
         NGX_STREAM_UPS_CONF | NGX_CONF_TAKE1,
         conf::ngx_upstream_check_keepalive_requests,
+        NGX_STREAM_SRV_CONF_OFFSET,
+    ),
+    command(
+        ngx_string!("check_fail_open"),
+        NGX_STREAM_UPS_CONF | NGX_CONF_TAKE1,
+        conf::ngx_upstream_check_fail_open,
+        NGX_STREAM_SRV_CONF_OFFSET,
+    ),
+    command(
+        ngx_string!("check_ssl_server_name"),
+        NGX_STREAM_UPS_CONF | NGX_CONF_TAKE1,
+        tls::ngx_upstream_check_ssl_server_name,
+        NGX_STREAM_SRV_CONF_OFFSET,
+    ),
+    command(
+        ngx_string!("check_ssl_name"),
+        NGX_STREAM_UPS_CONF | NGX_CONF_TAKE1,
+        tls::ngx_upstream_check_ssl_name,
+        NGX_STREAM_SRV_CONF_OFFSET,
+    ),
+    command(
+        ngx_string!("check_ssl_verify"),
+        NGX_STREAM_UPS_CONF | NGX_CONF_TAKE1,
+        tls::ngx_upstream_check_ssl_verify,
+        NGX_STREAM_SRV_CONF_OFFSET,
+    ),
+    command(
+        ngx_string!("check_ssl_trusted_certificate"),
+        NGX_STREAM_UPS_CONF | NGX_CONF_TAKE1,
+        tls::ngx_upstream_check_ssl_trusted_certificate,
+        NGX_STREAM_SRV_CONF_OFFSET,
+    ),
+    command(
+        ngx_string!("check_ssl_verify_depth"),
+        NGX_STREAM_UPS_CONF | NGX_CONF_TAKE1,
+        tls::ngx_upstream_check_ssl_verify_depth,
+        NGX_STREAM_SRV_CONF_OFFSET,
+    ),
+    command(
+        ngx_string!("check_ssl_certificate"),
+        NGX_STREAM_UPS_CONF | NGX_CONF_TAKE1,
+        tls::ngx_upstream_check_ssl_certificate,
+        NGX_STREAM_SRV_CONF_OFFSET,
+    ),
+    command(
+        ngx_string!("check_ssl_certificate_key"),
+        NGX_STREAM_UPS_CONF | NGX_CONF_TAKE1,
+        tls::ngx_upstream_check_ssl_certificate_key,
+        NGX_STREAM_SRV_CONF_OFFSET,
+    ),
+    command(
+        ngx_string!("check_ssl_protocols"),
+        NGX_STREAM_UPS_CONF | NGX_CONF_1MORE,
+        tls::ngx_upstream_check_ssl_protocols,
+        NGX_STREAM_SRV_CONF_OFFSET,
+    ),
+    command(
+        ngx_string!("check_ssl_ciphers"),
+        NGX_STREAM_UPS_CONF | NGX_CONF_TAKE1,
+        tls::ngx_upstream_check_ssl_ciphers,
+        NGX_STREAM_SRV_CONF_OFFSET,
+    ),
+    command(
+        ngx_string!("check_ssl_session_reuse"),
+        NGX_STREAM_UPS_CONF | NGX_CONF_TAKE1,
+        tls::ngx_upstream_check_ssl_session_reuse,
         NGX_STREAM_SRV_CONF_OFFSET,
     ),
     command(

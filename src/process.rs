@@ -127,6 +127,8 @@ pub unsafe fn init(cycle: &ngx_cycle_t) {
         // SAFETY: per the contract.
         unsafe { start_probes(cycle, &worker) }
     };
+    worker.http.settle_fail_open(cycle.log);
+    worker.stream.settle_fail_open(cycle.log);
     replace(cycle.log, Some(State { probers, worker }));
 }
 

@@ -9,8 +9,8 @@ use core::ffi::c_void;
 use core::mem::size_of;
 
 use ngx::ffi::{
-    ngx_array_t, ngx_module_t, ngx_str_t, sockaddr, sockaddr_in, sockaddr_in6, socklen_t, AF_INET,
-    AF_INET6, AF_UNIX,
+    ngx_array_t, ngx_atomic_t, ngx_module_t, ngx_str_t, ngx_uint_t, sockaddr, sockaddr_in,
+    sockaddr_in6, socklen_t, AF_INET, AF_INET6, AF_UNIX,
 };
 
 use crate::conf::{UpsConf, UpstreamBlock};
@@ -26,6 +26,12 @@ pub struct PeerRef {
     pub server: ngx_str_t,
     pub sockaddr: *mut sockaddr,
     pub socklen: socklen_t,
+    /// The server's configured weight.
+    pub weight: u32,
+    /// The peer's `down` field, which stock mode sets and clears.
+    pub down: *mut ngx_uint_t,
+    /// Index of its list in `UpstreamRef::lists`.
+    pub list: u32,
 }
 
 impl PeerRef {
@@ -69,11 +75,16 @@ impl PeerRef {
 /// An upstream block (peers are collected only when it has `check`).
 pub struct UpstreamRef {
     pub name: ngx_str_t,
+    /// Its `ngx_*_upstream_srv_conf_t`.
+    pub srv: *mut c_void,
     pub conf: *mut UpsConf,
     pub peers: Vec<PeerRef>,
     /// Its rr peer lists (primary, then backup), as the balancers pass
     /// them to the hooks.
     pub lists: Vec<*const c_void>,
+    /// Each list's rwlock when the list is in an upstream `zone` (shared
+    /// by the workers), else NULL.
+    pub locks: Vec<*mut ngx_atomic_t>,
 }
 
 impl UpstreamRef {
@@ -116,6 +127,7 @@ macro_rules! walk {
         let list =
             core::slice::from_raw_parts(upstreams.elts as *const *mut $uscf_t, upstreams.nelts);
         for &uscf in list {
+            let srv = uscf as *mut c_void;
             let Some(uscf) = uscf.as_ref() else { continue };
             // implicit upstreams (proxy_pass to an address) have no srv_conf
             if uscf.srv_conf.is_null() {
@@ -125,11 +137,18 @@ macro_rules! walk {
             let Some(c) = conf.as_ref() else { continue };
             let mut peers = Vec::new();
             let mut lists = Vec::new();
-            let mut group = uscf.peer.data as *const $peers_t;
-            while let Some(g) = group.as_ref().filter(|_| c.check.is_some()) {
+            let mut locks = Vec::new();
+            let mut group = uscf.peer.data as *mut $peers_t;
+            while let Some(g) = group.as_mut().filter(|_| c.check.is_some()) {
+                let list = lists.len() as u32;
                 lists.push(group as *const c_void);
+                locks.push(if g.shpool.is_null() {
+                    core::ptr::null_mut()
+                } else {
+                    core::ptr::addr_of_mut!(g.rwlock)
+                });
                 let mut p = g.peer;
-                while let Some(peer) = p.as_ref() {
+                while let Some(peer) = p.as_mut() {
                     if peer.down == 0 {
                         peers.push(PeerRef {
                             peer: p as *const c_void,
@@ -137,6 +156,9 @@ macro_rules! walk {
                             server: peer.server,
                             sockaddr: peer.sockaddr,
                             socklen: peer.socklen,
+                            weight: u32::try_from(peer.weight).unwrap_or(u32::MAX),
+                            down: core::ptr::addr_of_mut!(peer.down),
+                            list,
                         });
                     }
                     p = peer.next;
@@ -145,9 +167,11 @@ macro_rules! walk {
             }
             out.push(UpstreamRef {
                 name: uscf.host,
+                srv,
                 conf,
                 peers,
                 lists,
+                locks,
             });
         }
         out

@@ -9,14 +9,17 @@
 use core::cell::Cell;
 use std::rc::Rc;
 
-use healthcheck_core::conf::{CheckConf, CheckType, StatusClasses, BUFFER_SIZE_DEFAULT};
+use healthcheck_core::conf::{CheckConf, FailOpen, StatusClasses, BUFFER_SIZE_DEFAULT};
 use healthcheck_core::http::request::HttpRequest;
 use healthcheck_core::matcher::Test;
 use healthcheck_core::ptrmap::PtrMap;
 use healthcheck_core::reason::Reason;
-use ngx::ffi::ngx_str_t;
+use ngx::ffi::{
+    ngx_atomic_t, ngx_log_t, ngx_rwlock_unlock, ngx_rwlock_wlock, ngx_str_t, ngx_uint_t,
+    NGX_LOG_WARN,
+};
 
-use crate::ffi::str_bytes;
+use crate::ffi::{self, str_bytes, unix_ms};
 use crate::match_block::CompiledMatch;
 use crate::shm::{Slot, Zone};
 use crate::upstream::{PeerRef, UpstreamRef};
@@ -33,6 +36,29 @@ pub struct UpstreamCheck {
     pub matcher: Option<Rc<CompiledMatch>>,
     /// `check_buffer_size` (also what a send/expect check reads at most).
     pub buffer_size: usize,
+    /// `check_fail_open`.
+    pub fail_open: FailOpen,
+    /// The upstream's checked peers: slot index and weight (the fail-open
+    /// share is by weight).
+    pub members: Vec<(u32, u32)>,
+    /// The upstream's name (cycle pool).
+    pub upstream: ngx_str_t,
+    /// `type=https` / `type=tls`: the transport's settings.
+    pub tls: Option<TlsCheck>,
+}
+
+/// What a TLS check needs besides its SSL context's own settings.
+pub struct TlsCheck {
+    /// The upstream's SSL context (configuration pool).
+    pub ssl: *mut ngx::ffi::ngx_ssl_t,
+    /// `check_ssl_server_name`.
+    pub server_name: bool,
+    /// `check_ssl_name`.
+    pub name: Option<Vec<u8>>,
+    /// `check_ssl_verify`.
+    pub verify: bool,
+    /// `check_ssl_session_reuse`.
+    pub session_reuse: bool,
 }
 
 impl UpstreamCheck {
@@ -83,6 +109,95 @@ pub struct Context {
     /// The list last asked about and whether it is in `lists` (balancers
     /// ask about every peer of one list in a row).
     last_list: Cell<(usize, bool)>,
+    /// Per checked upstream: what stock mode and `passive_fall` need.
+    sels: Vec<Selection>,
+    /// `srv conf address -> index in sels`.
+    sel_map: PtrMap,
+}
+
+/// What selection needs of one checked upstream.
+struct Selection {
+    /// Each peer list's write lock (NULL: the worker's own list).
+    locks: Vec<*mut ngx_atomic_t>,
+    /// Its checked peers: slot index, `down` field, list index.
+    peers: Vec<(u32, *mut ngx_uint_t, u32)>,
+    /// `Header::changes` when stock mode last applied the state.
+    applied: Cell<u64>,
+    /// `peer sockaddr address -> slot index` (the attempt's `pc->sockaddr`
+    /// is the selected peer's).
+    by_addr: PtrMap,
+    check: Rc<UpstreamCheck>,
+}
+
+/// Enter or leave fail-open for `check`'s upstream when its check-up
+/// share (by weight) crossed the threshold; logs the change at `warn`.
+/// Every slot of the upstream carries the flag (selection reads its own);
+/// the first slot's flag decides who logs.
+pub fn update_fail_open(zone: &Zone, check: &UpstreamCheck, log: *mut ngx_log_t) {
+    use core::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
+    if check.fail_open == FailOpen::Off {
+        return;
+    }
+    let Some(first) = check
+        .members
+        .first()
+        .and_then(|&(i, _)| zone.slot(i as usize))
+    else {
+        return;
+    };
+    // A few tries: another worker may change a peer meanwhile.
+    for _ in 0..4 {
+        let (mut up, mut total) = (0u64, 0u64);
+        for &(i, w) in &check.members {
+            total += u64::from(w);
+            if zone
+                .slot(i as usize)
+                .is_some_and(|s| s.up.load(Relaxed) != 0)
+            {
+                up += u64::from(w);
+            }
+        }
+        let want = u32::from(check.fail_open.applies(up, total));
+        let now = first.fail_open.load(Acquire);
+        if now == want {
+            return;
+        }
+        if first
+            .fail_open
+            .compare_exchange(now, want, AcqRel, Acquire)
+            .is_err()
+        {
+            continue;
+        }
+        for &(i, _) in &check.members[1..] {
+            if let Some(s) = zone.slot(i as usize) {
+                s.fail_open.store(want, Relaxed);
+            }
+        }
+        zone.header().note_change();
+        let name = String::from_utf8_lossy(
+            // SAFETY: the upstream name lives in the cycle pool.
+            unsafe { str_bytes(&check.upstream) },
+        );
+        let threshold = match check.fail_open {
+            FailOpen::AtOrBelow(0) => "on".to_string(),
+            FailOpen::AtOrBelow(p) => format!("{p}%"),
+            FailOpen::Off => "off".to_string(),
+        };
+        ffi::log(
+            NGX_LOG_WARN,
+            log,
+            format_args!(
+                "upstream {name} {}: weight {up} of {total} of its checked peers is up \
+                 (check_fail_open {threshold})",
+                if want == 1 {
+                    "fails open, nginx's own max_fails decides alone"
+                } else {
+                    "no longer fails open, checks keep down peers out again"
+                },
+            ),
+        );
+    }
 }
 
 impl Context {
@@ -93,12 +208,14 @@ impl Context {
         matches: &[Rc<CompiledMatch>],
     ) -> Self {
         let mut targets = Vec::new();
+        let mut sels = Vec::new();
+        let mut sel_map = Vec::new();
         for u in upstreams {
             let Some(conf) = &u.conf().check else {
                 continue;
             };
             let h = &u.conf().http;
-            let http = (conf.check_type == CheckType::Http).then(|| {
+            let http = conf.check_type.is_http().then(|| {
                 let mut request = HttpRequest::default();
                 if let Some((method, uri)) = &h.request {
                     request.method = method.clone();
@@ -123,6 +240,29 @@ impl Context {
                 http,
                 matcher,
                 buffer_size: h.buffer_size.unwrap_or(BUFFER_SIZE_DEFAULT),
+                fail_open: u.conf().fail_open.unwrap_or_default(),
+                members: (targets.len()..)
+                    .zip(&u.peers)
+                    .map(|(i, p)| (i as u32, p.weight))
+                    .collect(),
+                upstream: u.name,
+                tls: crate::tls::check_settings(u.conf()),
+            });
+            let base = targets.len() as u32;
+            sel_map.push((u.srv as usize, sels.len() as u32));
+            sels.push(Selection {
+                locks: u.locks.clone(),
+                peers: (base..)
+                    .zip(&u.peers)
+                    .map(|(i, p)| (i, p.down, p.list))
+                    .collect(),
+                applied: Cell::new(u64::MAX),
+                by_addr: PtrMap::new(
+                    (base..)
+                        .zip(&u.peers)
+                        .map(|(i, p)| (p.sockaddr as usize, i)),
+                ),
+                check: Rc::clone(&check),
             });
             for p in &u.peers {
                 targets.push(Target {
@@ -149,6 +289,102 @@ impl Context {
             map,
             lists,
             last_list: Cell::new((0, false)),
+            sels,
+            sel_map: PtrMap::new(sel_map),
+        }
+    }
+
+    /// Stock mode: make nginx's `peer->down` of the upstream `srv` say what
+    /// the checks say, if any state changed since this worker last did.
+    /// One atomic load when nothing changed.
+    ///
+    /// In a `zone` upstream the peers are shared by the workers: each list
+    /// is written under its write lock, and the state is read inside the
+    /// lock, so a worker with an older view can never overwrite a newer
+    /// one (any later change moves the counter again).
+    pub fn apply(&self, srv: usize) {
+        let (Some(zone), Some(i)) = (self.zone.as_ref(), self.sel_map.get(srv)) else {
+            return;
+        };
+        let Some(sel) = self.sels.get(i as usize) else {
+            return;
+        };
+        let changes = zone.header().changes();
+        if sel.applied.get() == changes {
+            return;
+        }
+        for (list, &lock) in sel.locks.iter().enumerate() {
+            if !lock.is_null() {
+                // SAFETY: the rwlock of a list in the upstream's zone.
+                unsafe { ngx_rwlock_wlock(lock) };
+            }
+            for &(slot, down, _) in sel.peers.iter().filter(|p| p.2 as usize == list) {
+                let veto = ngx_uint_t::from(zone.slot(slot as usize).is_some_and(Slot::vetoed));
+                // SAFETY: the peer's `down` field, in this worker's memory
+                // or in the zone under the list's write lock; a peer that is
+                // down in the configuration is not in `peers`.
+                unsafe {
+                    if *down != veto {
+                        *down = veto;
+                    }
+                }
+            }
+            if !lock.is_null() {
+                // SAFETY: locked above.
+                unsafe { ngx_rwlock_unlock(lock) };
+            }
+        }
+        sel.applied.set(changes);
+    }
+
+    /// nginx ended a proxied attempt to the peer at `sockaddr` of the
+    /// upstream `srv` (`passive_fall`).
+    pub fn attempt_ended(&self, srv: usize, sockaddr: usize, failed: bool, log: *mut ngx_log_t) {
+        let (Some(zone), Some(i)) = (self.zone.as_ref(), self.sel_map.get(srv)) else {
+            return;
+        };
+        let Some(sel) = self.sels.get(i as usize) else {
+            return;
+        };
+        let (Some(index), fall) = (sel.by_addr.get(sockaddr), sel.check.conf.passive_fall) else {
+            return;
+        };
+        let Some(slot) = zone.slot(index as usize) else {
+            return;
+        };
+        if !failed {
+            slot.passive_success();
+            return;
+        }
+        if fall == 0 {
+            return;
+        }
+        if slot.passive_failure(fall, unix_ms()).is_none() {
+            return;
+        }
+        zone.header().note_change();
+        if let Some(t) = self.targets.get(index as usize) {
+            ffi::log(
+                NGX_LOG_WARN,
+                log,
+                format_args!(
+                    "upstream {} peer {} is down after {fall} failed proxied attempts \
+                     (passive_fall={fall}); check rounds bring it back",
+                    String::from_utf8_lossy(t.upstream_bytes()),
+                    String::from_utf8_lossy(t.peer.name_bytes()),
+                ),
+            );
+        }
+        update_fail_open(zone, &sel.check, log);
+    }
+
+    /// Bring every upstream's fail-open state in line with its peers'
+    /// health (at process start: the zone may come from a reload).
+    pub fn settle_fail_open(&self, log: *mut ngx_log_t) {
+        if let Some(zone) = &self.zone {
+            for sel in &self.sels {
+                update_fail_open(zone, &sel.check, log);
+            }
         }
     }
 

@@ -24,17 +24,18 @@ mod directives;
 mod escape;
 mod http;
 mod time;
+pub mod tls;
 
 use std::fmt;
 
 pub use check::parse_check;
 pub use context::{
-    finish_context, Diagnostic, Directive, Finished, HttpDirectives, PeerFacts, UpstreamFacts,
-    ZoneLayout,
+    finish_context, Diagnostic, Directive, Finished, HttpDirectives, PeerFacts, TlsDirectives,
+    UpstreamFacts, ZoneLayout,
 };
 pub use directives::{
-    parse_keepalive_requests, parse_shm_size, parse_status_directive, parse_vnswrr, StatusConf,
-    VnswrrConf,
+    parse_fail_open, parse_keepalive_requests, parse_shm_size, parse_status_directive,
+    parse_vnswrr, StatusConf, VnswrrConf,
 };
 pub use escape::unescape;
 pub(crate) use http::{is_token, TOKEN_SYNTAX};
@@ -75,6 +76,11 @@ pub enum CheckType {
     /// Send an HTTP request, judge the response's status line, headers
     /// and (with a `check_match` block that tests it) body.
     Http,
+    /// `type=http` over TLS.
+    Https,
+    /// Connect and complete a TLS handshake (`type=ssl_hello` too); a
+    /// `check_match` send/expect then runs inside TLS.
+    Tls,
 }
 
 impl CheckType {
@@ -84,7 +90,19 @@ impl CheckType {
             CheckType::Tcp => "tcp",
             CheckType::Udp => "udp",
             CheckType::Http => "http",
+            CheckType::Https => "https",
+            CheckType::Tls => "tls",
         }
+    }
+
+    /// An HTTP request and response (`http`, `https`).
+    pub fn is_http(self) -> bool {
+        matches!(self, CheckType::Http | CheckType::Https)
+    }
+
+    /// Over TLS (`https`, `tls`).
+    pub fn is_tls(self) -> bool {
+        matches!(self, CheckType::Https | CheckType::Tls)
     }
 
     /// The reasons a round of this type can fail with, in counter order
@@ -99,6 +117,8 @@ impl CheckType {
             CheckType::Udp => &[Reason::Unreachable],
             // The connection's reasons, then the response's.
             CheckType::Http => &HTTP_REASONS,
+            CheckType::Https => &HTTPS_REASONS,
+            CheckType::Tls => &TLS_REASONS,
         }
     }
 
@@ -124,9 +144,22 @@ impl CheckType {
             Reason::Error,
             Reason::Mismatch,
         ];
+        const TLS_EXPECT: [Reason; 10] = [
+            Reason::Refused,
+            Reason::Timeout,
+            Reason::Reset,
+            Reason::Closed,
+            Reason::Unreachable,
+            Reason::Error,
+            Reason::Mismatch,
+            Reason::Invalid,
+            Reason::Tls,
+            Reason::TlsVerify,
+        ];
         match (self, expects) {
             (CheckType::Tcp, true) => &TCP_EXPECT,
             (CheckType::Udp, true) => &UDP_EXPECT,
+            (CheckType::Tls, true) => &TLS_EXPECT,
             (t, _) => t.failure_reasons(),
         }
     }
@@ -148,6 +181,41 @@ const HTTP_REASONS: [crate::reason::Reason; 9] = {
         j += 1;
     }
     all
+};
+
+/// [`Reason::CONNECTION`], then the handshake's.
+const TLS_REASONS: [crate::reason::Reason; 8] = {
+    use crate::reason::Reason;
+    let c = Reason::CONNECTION;
+    [
+        c[0],
+        c[1],
+        c[2],
+        c[3],
+        c[4],
+        c[5],
+        Reason::Tls,
+        Reason::TlsVerify,
+    ]
+};
+
+/// [`HTTP_REASONS`], then the handshake's.
+const HTTPS_REASONS: [crate::reason::Reason; 11] = {
+    use crate::reason::Reason;
+    let h = HTTP_REASONS;
+    [
+        h[0],
+        h[1],
+        h[2],
+        h[3],
+        h[4],
+        h[5],
+        h[6],
+        h[7],
+        h[8],
+        Reason::Tls,
+        Reason::TlsVerify,
+    ]
 };
 
 /// The `reuse=` parameter as written.
@@ -175,6 +243,30 @@ pub struct KernelKeepalive {
     pub intvl_s: u32,
     /// TCP_KEEPCNT, 1..=127.
     pub cnt: u32,
+}
+
+/// `check_fail_open`: when an upstream stops vetoing selection.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FailOpen {
+    /// Never: a check-down peer is never selected.
+    #[default]
+    Off,
+    /// When the check-up share of the upstream's checked peers, by
+    /// weight, is at or below this many percent (`on` = 0: none up).
+    AtOrBelow(u8),
+}
+
+impl FailOpen {
+    /// Whether an upstream whose checked peers weigh `total` in all, of
+    /// which `up` is check-up, fails open. An upstream without checked
+    /// peers never does.
+    pub fn applies(self, up: u64, total: u64) -> bool {
+        match self {
+            FailOpen::Off => false,
+            _ if total == 0 => false,
+            FailOpen::AtOrBelow(pct) => u128::from(up) * 100 <= u128::from(pct) * u128::from(total),
+        }
+    }
 }
 
 /// A validated `check` directive with every default filled in.
@@ -213,6 +305,9 @@ pub struct CheckConf {
     /// written (checked against the context's blocks by
     /// [`finish_context`]).
     pub match_block: Option<Vec<u8>>,
+    /// `passive_fall`: consecutive failed proxied attempts that mark the
+    /// peer down; 0 = off.
+    pub passive_fall: u32,
 }
 
 impl CheckConf {

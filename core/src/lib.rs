@@ -11,5 +11,6 @@ pub mod reason;
 pub mod schedule;
 pub mod status;
 pub mod timing;
+pub mod tls;
 pub mod vnswrr;
 pub mod zone;

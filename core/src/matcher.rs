@@ -158,8 +158,8 @@ impl Test {
     /// Whether the test may be used with checks of type `t`.
     pub fn fits(&self, t: CheckType) -> bool {
         match t {
-            CheckType::Http => self.is_http(),
-            CheckType::Tcp | CheckType::Udp => !self.is_http(),
+            CheckType::Http | CheckType::Https => self.is_http(),
+            CheckType::Tcp | CheckType::Udp | CheckType::Tls => !self.is_http(),
         }
     }
 }

@@ -24,6 +24,14 @@ pub enum Reason {
     Mismatch = 7,
     /// A malformed, oversized or wrongly framed response.
     Invalid = 8,
+    /// `passive_fall` consecutive proxied attempts failed (not a check
+    /// round: nginx's own attempts, README: Passive failures).
+    Passive = 9,
+    /// The TLS handshake failed: an alert, no TLS at all, a protocol or
+    /// cipher mismatch.
+    Tls = 10,
+    /// The peer's certificate did not verify (chain or name).
+    TlsVerify = 11,
 }
 
 /// Number of reasons (the length of a slot's per-reason counters).
@@ -31,7 +39,7 @@ pub const REASONS: usize = Reason::ALL.len();
 
 impl Reason {
     /// Every reason, in counter order.
-    pub const ALL: [Reason; 9] = [
+    pub const ALL: [Reason; 12] = [
         Reason::Refused,
         Reason::Timeout,
         Reason::Reset,
@@ -41,6 +49,9 @@ impl Reason {
         Reason::Status,
         Reason::Mismatch,
         Reason::Invalid,
+        Reason::Passive,
+        Reason::Tls,
+        Reason::TlsVerify,
     ];
 
     /// The reasons of the connection itself, which every TCP-based check
@@ -66,6 +77,9 @@ impl Reason {
             Reason::Status => "status",
             Reason::Mismatch => "mismatch",
             Reason::Invalid => "invalid",
+            Reason::Passive => "passive",
+            Reason::Tls => "tls",
+            Reason::TlsVerify => "tls-verify",
         }
     }
 
@@ -81,6 +95,9 @@ impl Reason {
             Reason::Status => "status not accepted",
             Reason::Mismatch => "response did not match",
             Reason::Invalid => "invalid response",
+            Reason::Passive => "proxied attempts failed",
+            Reason::Tls => "TLS handshake failed",
+            Reason::TlsVerify => "certificate verification failed",
         }
     }
 

@@ -99,6 +99,8 @@ pub struct Slot {
     pub passive: AtomicU32,
     /// 1 while the peer's upstream is failing open (`check_fail_open`).
     pub fail_open: AtomicU32,
+    /// TLS checks: rounds whose handshake resumed a session.
+    pub tls_resumed: AtomicU32,
     pub failures: [AtomicU32; REASONS],
     pub duration_buckets: [AtomicU32; DURATION_SLOTS],
 }
@@ -149,6 +151,7 @@ pub struct Snapshot {
     pub duration_sum: u64,
     pub last_duration: u32,
     pub http_status: u32,
+    pub tls_resumed: u64,
     pub failures: [u64; REASONS],
     pub buckets: [u64; DURATION_SLOTS],
 }
@@ -275,6 +278,8 @@ impl Slot {
         self.rise.store(h.rise, r);
         self.fall.store(h.fall, r);
         if transition.is_some() {
+            // A peer that comes back starts its passive count afresh.
+            self.passive.store(0, r);
             self.up.store(u32::from(h.up), Ordering::Release);
             self.last_change.store(now_unix_ms, r);
             self.down_since.store(if h.up { 0 } else { now_unix_ms }, r);
@@ -284,6 +289,45 @@ impl Slot {
             transition,
             health: h,
         })
+    }
+
+    /// A proxied attempt to this peer failed (`passive_fall`, across all
+    /// workers). The `fall`th failure in a row takes an up peer down with
+    /// reason `passive`; only check rounds bring it back. Returns the flip
+    /// to exactly one caller, however many fail at once.
+    pub fn passive_failure(&self, fall: u32, now_unix_ms: u64) -> Option<Flip> {
+        let r = Ordering::Relaxed;
+        let n = self.passive.fetch_add(1, r).saturating_add(1);
+        if n < fall || self.up.load(r) == 0 {
+            return None;
+        }
+        // One caller wins the flip; the others see it down already.
+        self.up.compare_exchange(1, 0, Ordering::AcqRel, r).ok()?;
+        self.passive.store(0, r);
+        let seq = self.write_begin();
+        self.rise.store(0, r);
+        self.last_change.store(now_unix_ms, r);
+        self.down_since.store(now_unix_ms, r);
+        self.last_reason.store(Reason::Passive.stored(), r);
+        self.failures[Reason::Passive.index()].fetch_add(1, r);
+        self.write_end(seq);
+        Some(Flip {
+            transition: Transition::WentDown,
+            health: Health {
+                up: false,
+                rise: 0,
+                fall: self.fall.load(r),
+            },
+        })
+    }
+
+    /// A proxied attempt to this peer succeeded: the passive count starts
+    /// again (no write when it is 0 already, the common case).
+    #[inline]
+    pub fn passive_success(&self) {
+        if self.passive.load(Ordering::Relaxed) != 0 {
+            self.passive.store(0, Ordering::Relaxed);
+        }
     }
 
     /// A consistent copy of the statistics. A writer that died mid-update
@@ -311,6 +355,7 @@ impl Slot {
                 duration_sum: self.duration_sum.load(r),
                 last_duration: self.last_duration.load(r),
                 http_status: self.http_status.load(r),
+                tls_resumed: u64::from(self.tls_resumed.load(r)),
                 failures: core::array::from_fn(|i| u64::from(self.failures[i].load(r))),
                 buckets: core::array::from_fn(|i| u64::from(self.duration_buckets[i].load(r))),
             };
@@ -347,7 +392,8 @@ impl Slot {
             last_duration,
             http_status,
             admin,
-            fail_open
+            fail_open,
+            tls_resumed
         );
         for (a, b) in from.failures.iter().zip(&self.failures) {
             b.store(a.load(Ordering::Relaxed), Ordering::Relaxed);
@@ -386,6 +432,59 @@ mod tests {
         let s = Slot::default();
         s.init_new(7, false);
         s
+    }
+
+    #[test]
+    fn passive_failures_take_an_up_peer_down_once() {
+        let s = slot();
+        assert_eq!(s.passive_failure(3, 10), None);
+        s.passive_success();
+        assert_eq!(s.passive_failure(3, 11), None);
+        assert_eq!(s.passive_failure(3, 12), None);
+        let flip = s.passive_failure(3, 13).expect("the third in a row");
+        assert_eq!(flip.transition, Transition::WentDown);
+        assert!(!flip.health.up);
+        let snap = s.snapshot();
+        assert!(!snap.up);
+        assert_eq!((snap.last_change, snap.down_since), (13, 13));
+        assert_eq!(snap.last_reason(), Some(Reason::Passive));
+        assert_eq!(snap.failures[Reason::Passive.index()], 1);
+        assert_eq!(snap.checks, 0, "not a check round");
+        // Down already: more failures flip nothing.
+        for t in 0..10 {
+            assert_eq!(s.passive_failure(3, 20 + t), None);
+        }
+        // Check rounds bring it back (rise 2), with a fresh passive count.
+        s.record(RoundResult::Up { delay_ms: 1 }, 1, (2, 3), 30, None);
+        assert!(!s.snapshot().up, "one success is not rise=2");
+        s.record(RoundResult::Up { delay_ms: 1 }, 1, (2, 3), 31, None);
+        assert!(s.snapshot().up);
+        assert_eq!(s.passive.load(Ordering::Relaxed), 0);
+        assert_eq!(s.passive_failure(3, 40), None);
+    }
+
+    proptest! {
+        #[test]
+        fn passive_fall_is_consecutive_failures(
+            fall in 1u32..6,
+            attempts in proptest::collection::vec(any::<bool>(), 0..60),
+        ) {
+            // Model: the peer goes down at the first run of `fall` failures.
+            let s = slot();
+            let mut run = 0;
+            let mut want_down_at = None;
+            for (i, &ok) in attempts.iter().enumerate() {
+                let flip = if ok { s.passive_success(); None } else { s.passive_failure(fall, i as u64) };
+                run = if ok { 0 } else { run + 1 };
+                if run == fall && want_down_at.is_none() {
+                    want_down_at = Some(i);
+                    prop_assert!(flip.is_some(), "down at attempt {}", i);
+                } else {
+                    prop_assert!(flip.is_none());
+                }
+            }
+            prop_assert_eq!(s.snapshot().up, want_down_at.is_none());
+        }
     }
 
     #[test]

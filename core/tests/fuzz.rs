@@ -757,6 +757,8 @@ impl CheckGen {
             None | Some("tcp") => CheckType::Tcp,
             Some("udp") => CheckType::Udp,
             Some("http") => CheckType::Http,
+            Some("https") => CheckType::Https,
+            Some("tls" | "ssl_hello") => CheckType::Tls,
             Some(_) => return None,
         };
         let match_block = match self.match_block {
@@ -910,6 +912,8 @@ impl CheckGen {
             keepalive,
             rehandshake_ms,
             match_block,
+            // (the model never writes passive_fall: the unit tests cover it)
+            passive_fall: 0,
         })
     }
 }
@@ -949,6 +953,9 @@ fn check_gen() -> impl Strategy<Value = CheckGen> {
                     "TCP",
                     "",
                     "ssl_hello",
+                    "https",
+                    "tls",
+                    "fastcgi",
                 ]),
             ),
             opt(0.2, dec_text()),

@@ -51,6 +51,8 @@ pub fn reason_of(err: c_int) -> Reason {
         libc::ETIMEDOUT => Reason::Timeout,
         libc::ECONNRESET | libc::EPIPE => Reason::Reset,
         libc::EHOSTUNREACH | libc::ENETUNREACH => Reason::Unreachable,
+        // A TLS alert or bad record (see `Conn::recv`).
+        libc::EPROTO => Reason::Tls,
         _ => Reason::Error,
     }
 }
@@ -70,6 +72,11 @@ impl Conn {
     /// engine (nothing else reads or closes it from now on).
     pub unsafe fn from_raw(c: *mut ngx_connection_t) -> Option<Conn> {
         NonNull::new(c).map(Conn)
+    }
+
+    /// The raw connection, for nginx's functions that take one.
+    pub fn as_ptr(self) -> *mut ngx_connection_t {
+        self.0.as_ptr()
     }
 
     fn c(&self) -> &ngx_connection_t {
@@ -147,8 +154,33 @@ impl Conn {
         unsafe { libc::getpeername(self.fd(), ptr::addr_of_mut!(sa).cast(), &mut len) == 0 }
     }
 
-    /// Peek one byte of the plain socket.
+    /// Whether data is waiting, without taking it: one byte peeked from
+    /// the socket. Over TLS the socket's bytes are records, not data: what
+    /// is buffered or waiting goes through nginx's SSL layer (a record that
+    /// carries no data, such as a TLS 1.3 session ticket, is processed and
+    /// counts as nothing; one byte of data, if any, is consumed: a liveness
+    /// test does not need it).
     pub fn peek(self) -> Peek {
+        let raw = self.peek_socket();
+        if !self.is_tls() {
+            return raw;
+        }
+        // SAFETY: c->ssl is set (checked) and owns a live SSL object.
+        let pending = unsafe { ngx::ffi::SSL_pending((*self.c().ssl).connection) } > 0;
+        if raw != Peek::Data && !pending {
+            return raw;
+        }
+        let mut b = [0u8; 1];
+        match self.recv(&mut b) {
+            Io::Done(0) => Peek::Failed(Reason::Closed),
+            Io::Done(_) => Peek::Data,
+            Io::Again => Peek::WouldBlock,
+            Io::Error(e) => Peek::Failed(reason_of(e)),
+        }
+    }
+
+    /// Peek one byte of the plain socket.
+    fn peek_socket(self) -> Peek {
         let mut b = 0u8;
         loop {
             // SAFETY: a valid fd and a one-byte buffer.
@@ -173,9 +205,13 @@ impl Conn {
         let Some(recv) = self.c().recv else {
             return Io::Error(0);
         };
+        let tls = self.is_tls();
+        if tls {
+            clear_errno();
+        }
         // SAFETY: nginx's recv of this live connection, a writable buffer.
         let n = unsafe { recv(self.0.as_ptr(), buf.as_mut_ptr(), buf.len()) };
-        io_result(n)
+        tls_result(tls, io_result(n))
     }
 
     /// Write `buf` through `c->send`.
@@ -183,10 +219,14 @@ impl Conn {
         let Some(send) = self.c().send else {
             return Io::Error(0);
         };
+        let tls = self.is_tls();
+        if tls {
+            clear_errno();
+        }
         // SAFETY: nginx's send of this live connection; send only reads
         // the buffer (its C prototype is not const).
         let n = unsafe { send(self.0.as_ptr(), buf.as_ptr().cast_mut(), buf.len()) };
-        io_result(n)
+        tls_result(tls, io_result(n))
     }
 
     /// Arm the read event's timer.
@@ -299,6 +339,29 @@ impl Conn {
         rc == 0
     }
 
+    /// Whether the connection carries TLS or its pool (a TLS round's): such
+    /// a socket is closed, never kept as a spare.
+    pub fn has_tls_state(self) -> bool {
+        self.is_tls() || !self.c().pool.is_null()
+    }
+
+    /// Free nginx's SSL object without a TLS close exchange (the round
+    /// ends with RST anyway): quiet shutdown, `SSL_free`, `c->ssl` NULL.
+    fn drop_tls(self) {
+        if !self.is_tls() {
+            return;
+        }
+        // SAFETY: a live connection whose c->ssl is set; with both flags
+        // set `ngx_ssl_shutdown` neither sends nor waits, and frees the SSL
+        // object at once.
+        unsafe {
+            let c = self.0.as_ptr();
+            (*(*c).ssl).set_no_wait_shutdown(1);
+            (*(*c).ssl).set_no_send_shutdown(1);
+            ngx::ffi::ngx_ssl_shutdown(c);
+        }
+    }
+
     /// Close without TIME_WAIT (`SO_LINGER` 0 sends RST).
     pub fn rst_close(self) {
         let l = libc::linger {
@@ -318,10 +381,35 @@ impl Conn {
         self.close();
     }
 
-    /// `ngx_close_connection`: timers, events, descriptor, the slot.
+    /// `ngx_close_connection`: timers, events, descriptor, the slot; and
+    /// a TLS round's SSL object and pool.
     pub fn close(self) {
-        // SAFETY: a live connection, closed once by its owner.
-        unsafe { ngx_close_connection(self.0.as_ptr()) };
+        self.drop_tls();
+        let pool = self.c().pool;
+        // SAFETY: a live connection, closed once by its owner; the pool
+        // (created by the TLS transport) is no longer used by anything.
+        unsafe {
+            (*self.0.as_ptr()).pool = ptr::null_mut();
+            ngx_close_connection(self.0.as_ptr());
+            if !pool.is_null() {
+                ngx::ffi::ngx_destroy_pool(pool);
+            }
+        }
+    }
+}
+
+fn clear_errno() {
+    // SAFETY: errno is thread-local.
+    unsafe { *libc::__errno_location() = 0 };
+}
+
+/// A failure of nginx's SSL layer that is no socket error (an alert, a
+/// bad record) leaves errno as it was cleared: it is a TLS failure,
+/// [`reason_of`] `EPROTO`.
+fn tls_result(tls: bool, io: Io) -> Io {
+    match io {
+        Io::Error(0) if tls => Io::Error(libc::EPROTO),
+        other => other,
     }
 }
 

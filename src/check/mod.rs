@@ -31,6 +31,7 @@ mod kept;
 mod round;
 mod spares;
 mod tcp;
+mod tls;
 mod udp;
 
 use core::ffi::c_void;
@@ -103,9 +104,10 @@ impl Kind {
         let check = &t.check;
         let matcher = check.matcher.clone();
         match check.conf.check_type {
-            CheckType::Tcp => Kind::Tcp(tcp::Tcp::new(matcher, check.buffer_size)),
+            // type=tls: the handshake is the transport's; then as tcp.
+            CheckType::Tcp | CheckType::Tls => Kind::Tcp(tcp::Tcp::new(matcher, check.buffer_size)),
             CheckType::Udp => Kind::Udp(udp::Udp::new(matcher)),
-            CheckType::Http => {
+            CheckType::Http | CheckType::Https => {
                 let Some(h) = check.http.as_ref() else {
                     return Kind::Tcp(tcp::Tcp::default());
                 };
@@ -117,7 +119,11 @@ impl Kind {
                             0 => t.peer.port(),
                             p => p,
                         };
-                        build_request(&h.request, host, port, 80, keep).into()
+                        let default_port = match check.conf.check_type {
+                            CheckType::Https => 443,
+                            _ => 80,
+                        };
+                        build_request(&h.request, host, port, default_port, keep).into()
                     }
                 };
                 Kind::Http(http::Http::new(
@@ -173,13 +179,6 @@ impl ProbeKind for Kind {
     }
 }
 
-/// The layer between the socket and the probe kind. Plain for now: its
-/// handshake is the TCP connect itself.
-#[derive(Clone, Copy)]
-enum Transport {
-    Plain,
-}
-
 /// What a probe kind may use during a round.
 struct Cx<'a> {
     conn: Conn,
@@ -212,6 +211,8 @@ impl RoundClock {
 enum Phase {
     Idle,
     Connecting,
+    /// The TLS handshake runs (nginx's SSL layer has the events).
+    Handshaking,
     /// Connected: events go to the probe kind.
     Active,
 }
@@ -272,7 +273,8 @@ pub struct Probe {
     /// A quieter copy for the probe connections (see `process`).
     conn_log: *mut ngx_log_t,
     phase: Phase,
-    transport: Transport,
+    /// The TLS transport (`type=https`, `type=tls`); plain without.
+    tls: Option<tls::Tls>,
     kind: Kind,
     /// The round's connection.
     conn: Option<Conn>,
@@ -320,7 +322,17 @@ impl Probe {
             log: core::ptr::null_mut(),
             conn_log: core::ptr::null_mut(),
             phase: Phase::Idle,
-            transport: Transport::Plain,
+            tls: t.check.tls.as_ref().map(|c| {
+                let host = tls_host(t);
+                let name = c.name.as_deref();
+                tls::Tls::new(
+                    c.ssl,
+                    healthcheck_core::tls::sni(c.server_name, name, &host),
+                    c.verify
+                        .then(|| healthcheck_core::tls::verify_name(name, &host)),
+                    c.session_reuse,
+                )
+            }),
             kind: Kind::new(t, keep),
             conn: None,
             keep,
@@ -579,6 +591,9 @@ fn on_timer(p: &mut Probe) {
 
 fn start_round(p: &mut Probe, now: u64) {
     round::debug(p, "start");
+    if let Some(t) = p.tls.as_mut() {
+        t.resumed = false;
+    }
     if p.kept.is_some() && kept::take_for_round(p, now) {
         p.phase = Phase::Active;
         let step = p.with_kind(|k, cx| k.on_reused(cx));
@@ -598,12 +613,44 @@ fn start_round(p: &mut Probe, now: u64) {
 
 /// The socket is connected: the transport's handshake, then the kind.
 fn connected(p: &mut Probe) {
-    match p.transport {
-        Transport::Plain => {}
+    if p.tls.is_some() {
+        p.phase = Phase::Handshaking;
+        let h = tls::start(p);
+        return after_handshake(p, h);
     }
     p.phase = Phase::Active;
     let step = p.with_kind(|k, cx| k.on_connected(cx));
     apply(p, step);
+}
+
+/// Where the TLS handshake got to: the kind runs once it is done.
+fn after_handshake(p: &mut Probe, h: tls::Handshake) {
+    match h {
+        tls::Handshake::Pending => {}
+        tls::Handshake::Failed(outcome) => round::finish(p, outcome),
+        tls::Handshake::Done => {
+            // nginx's SSL layer had the events during the handshake.
+            if let Some(c) = p.conn {
+                p.attach(c);
+            }
+            p.phase = Phase::Active;
+            let step = p.with_kind(|k, cx| k.on_connected(cx));
+            apply(p, step);
+        }
+    }
+}
+
+/// The host a TLS check names by default: the `Host` header of an https
+/// check (`check_http_header Host`), else the `server` line's host.
+fn tls_host(t: &Target) -> Vec<u8> {
+    let from_header = t.check.http.as_ref().and_then(|h| {
+        h.request
+            .headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(b"host"))
+            .map(|(_, v)| healthcheck_core::tls::host_of_header(v).to_vec())
+    });
+    from_header.unwrap_or_else(|| host_of_server(t.peer.server_bytes()).0.to_vec())
 }
 
 fn apply(p: &mut Probe, step: Option<Step>) {
@@ -658,7 +705,8 @@ fn cancel(p: &mut Probe) {
 
 fn on_conn_event(p: &mut Probe, c: Conn, timedout: bool, write: bool) {
     match p.phase {
-        Phase::Idle => {}
+        // nginx's SSL layer has the events until it calls back.
+        Phase::Idle | Phase::Handshaking => {}
         Phase::Connecting if timedout => match connect::connect_timer_expired(p, c) {
             Expired::Connected => connected(p),
             Expired::Failed(outcome) => round::finish(p, outcome),

@@ -21,6 +21,8 @@ pub enum Local {
     Errno(c_int),
     /// nginx had no free connection (`worker_connections`).
     NoConnection,
+    /// No memory for the TLS connection.
+    NoMemory,
 }
 
 /// The end of a round.
@@ -67,9 +69,13 @@ pub fn finish(p: &mut Probe, outcome: Outcome) {
             unix_ms(),
             p.kind.http_status(),
         );
+        if super::tls::resumed(p) {
+            s.tls_resumed.fetch_add(1, Ordering::Relaxed);
+        }
         if let Some(flip) = flip {
             p.zone.header().note_change();
             log_flip(p, flip, result);
+            crate::worker::update_fail_open(&p.zone, &p.check, p.log);
         }
         debug(
             p,
@@ -101,6 +107,15 @@ fn log_flip(p: &Probe, flip: Flip, result: RoundResult) {
         Transition::WentDown => {
             let reason = match (result, p.kind.http_status()) {
                 (RoundResult::Down(Reason::Status), Some(code)) => format!("HTTP {code}"),
+                // The handshake's failure in nginx's and OpenSSL's words;
+                // a verification failure says what it is itself.
+                (RoundResult::Down(r @ Reason::Tls), _) => match super::tls::detail(p) {
+                    Some(d) => format!("{}: {d}", r.describe()),
+                    None => r.describe().to_string(),
+                },
+                (RoundResult::Down(r @ Reason::TlsVerify), _) => {
+                    super::tls::detail(p).map_or_else(|| r.describe().to_string(), str::to_string)
+                }
                 (RoundResult::Down(r), _) => r.describe().to_string(),
                 (RoundResult::Up { .. }, _) => "failed".to_string(),
             };
@@ -147,6 +162,7 @@ fn local_error(p: &Probe, cause: Local) {
         Local::NoConnection => String::from(
             "local error: no free nginx connection (worker_connections are not enough)",
         ),
+        Local::NoMemory => String::from("local error: no memory for the TLS connection"),
     };
     ffi::log(
         NGX_LOG_WARN,

@@ -69,7 +69,7 @@ impl Spares {
             return false;
         };
         let room = SPARES_MAX.min(cycle.connection_n / SPARE_SHARE);
-        if exiting() || c.closing() || c.is_tls() || self.with(|v| v.len()) >= room {
+        if exiting() || c.closing() || c.has_tls_state() || self.with(|v| v.len()) >= room {
             return false;
         }
         if !c.disconnect() {

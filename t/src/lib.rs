@@ -58,6 +58,7 @@ pub mod process;
 pub mod ss;
 pub mod status;
 mod sys;
+pub mod tls;
 pub mod udp;
 pub mod wait;
 

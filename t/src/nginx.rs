@@ -47,6 +47,8 @@ pub struct Builder {
     log_level: String,
     load_module: bool,
     events: String,
+    /// The nginx binary; `None` = [`nginx_bin`].
+    bin: Option<PathBuf>,
 }
 
 impl Default for Builder {
@@ -57,6 +59,7 @@ impl Default for Builder {
             log_level: "info".to_string(),
             load_module: true,
             events: String::new(),
+            bin: None,
         }
     }
 }
@@ -95,6 +98,17 @@ impl Builder {
         self
     }
 
+    /// Run this nginx binary instead of the one under test (e.g.
+    /// [`crate::paths::stock_nginx_bin`]).
+    pub fn binary(mut self, bin: PathBuf) -> Self {
+        self.bin = Some(bin);
+        self
+    }
+
+    fn bin(&self) -> PathBuf {
+        self.bin.clone().unwrap_or_else(nginx_bin)
+    }
+
     /// The full nginx.conf for `body`.
     pub fn render(&self, body: &str) -> String {
         let mut conf = String::new();
@@ -122,7 +136,7 @@ impl Builder {
     pub fn test_config(&self, body: &str) -> (i32, String) {
         let prefix = Prefix::create();
         let conf = prefix.write_conf(&self.render(body));
-        let out = Command::new(nginx_bin())
+        let out = Command::new(self.bin())
             .arg("-t")
             .args(prefix_args(&prefix.path, &conf))
             .stdin(Stdio::null())
@@ -144,7 +158,7 @@ impl Builder {
             fs::File::create(prefix.path.join("logs/stdout.log")).expect("create stdout.log");
         let stderr =
             fs::File::create(prefix.path.join("logs/stderr.log")).expect("create stderr.log");
-        let mut cmd = Command::new(nginx_bin());
+        let mut cmd = Command::new(self.bin());
         cmd.args(prefix_args(&prefix.path, &conf))
             .stdin(Stdio::null())
             .stdout(stdout)

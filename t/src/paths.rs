@@ -51,3 +51,16 @@ pub fn module_path() -> PathBuf {
         "healthcheck module",
     )
 }
+
+/// Environment variable naming an unpatched nginx of the module's version
+/// (`NGINX_STOCK=1 scripts/build`).
+pub const NGINX_STOCK_BIN_ENV: &str = "NGINX_STOCK_BIN";
+
+/// The unpatched nginx (stock mode).
+pub fn stock_nginx_bin() -> PathBuf {
+    locate(
+        NGINX_STOCK_BIN_ENV,
+        "build/nginx-stock-1.28.3/sbin/nginx",
+        "unpatched nginx (NGINX_STOCK=1 scripts/build)",
+    )
+}

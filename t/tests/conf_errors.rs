@@ -693,6 +693,176 @@ fn single_value_directives() {
 }
 
 #[test]
+fn passive_fall_and_fail_open() {
+    check_bad(&[
+        bad_param!("check passive_fall=-1;", "passive_fall=-1"),
+        bad_param!("check passive_fall=100001;", "passive_fall=100001"),
+        bad_param!("check passive_fall;", "passive_fall"),
+        Bad {
+            ctxs: &UPSTREAMS,
+            snippet: "check type=tcp; check_fail_open 100%;",
+            server: TCP_SERVER,
+            all: &[
+                "invalid value \"100%\" in \"check_fail_open\" directive: at 100% the check \
+                    would never keep a peer out: use at most 99%",
+            ],
+            any: &[],
+        },
+        Bad {
+            ctxs: &UPSTREAMS,
+            snippet: "check type=tcp; check_fail_open half;",
+            server: TCP_SERVER,
+            all: &[
+                "invalid value \"half\" in \"check_fail_open\" directive: must be off, on \
+                    or a percentage from 0% to 99%",
+            ],
+            any: &[],
+        },
+        Bad {
+            ctxs: &UPSTREAMS,
+            snippet: "check type=tcp; check_fail_open on; check_fail_open off;",
+            server: TCP_SERVER,
+            all: &["\"check_fail_open\" directive is duplicate"],
+            any: &[],
+        },
+        Bad {
+            ctxs: &UPSTREAMS,
+            snippet: "check_fail_open on;",
+            server: TCP_SERVER,
+            all: &["\"check_fail_open\" requires \"check\" in upstream"],
+            any: &[],
+        },
+        Bad {
+            ctxs: &[Ctx::Http, Ctx::Stream],
+            snippet: "check_fail_open on;",
+            server: TCP_SERVER,
+            all: &["\"check_fail_open\" directive is not allowed here"],
+            any: &[],
+        },
+    ]);
+    let up: &[Ctx] = &UPSTREAMS;
+    check_good(&[
+        (up, "check type=tcp passive_fall=0;"),
+        (up, "check type=tcp passive_fall=5;"),
+        (up, "check type=udp passive_fall=2;"),
+        (up, "check type=tcp; check_fail_open off;"),
+        (up, "check_fail_open on; check type=tcp;"),
+        (up, "check type=tcp; check_fail_open 0%;"),
+        (up, "check type=tcp; check_fail_open 99%;"),
+    ]);
+}
+
+#[test]
+fn tls_directives() {
+    check_bad(&[
+        Bad {
+            ctxs: &UPSTREAMS,
+            snippet: "check type=tcp; check_ssl_name a.test;",
+            server: TCP_SERVER,
+            all: &["\"check_ssl_name\" requires \"check ... type=https\" or \"type=tls\" in upstream"],
+            any: &[],
+        },
+        Bad {
+            ctxs: &UPSTREAMS,
+            snippet: "check_ssl_verify on; check_ssl_trusted_certificate /etc/ssl/certs/ca-certificates.crt;",
+            server: TCP_SERVER,
+            all: &["\"check_ssl_verify\" requires \"check ... type=https\" or \"type=tls\""],
+            any: &[],
+        },
+        Bad {
+            ctxs: &UPSTREAMS,
+            snippet: "check type=tls; check_ssl_verify on;",
+            server: TCP_SERVER,
+            all: &["\"check_ssl_verify\" is on but upstream", "has no \"check_ssl_trusted_certificate\""],
+            any: &[],
+        },
+        Bad {
+            ctxs: &UPSTREAMS,
+            snippet: "check type=https; check_ssl_certificate /nonexistent/c.pem;",
+            server: TCP_SERVER,
+            all: &["\"check_ssl_certificate\" requires \"check_ssl_certificate_key\""],
+            any: &[],
+        },
+        Bad {
+            ctxs: &UPSTREAMS,
+            snippet: "check type=https; check_ssl_certificate_key /nonexistent/c.key;",
+            server: TCP_SERVER,
+            all: &["\"check_ssl_certificate_key\" requires \"check_ssl_certificate\""],
+            any: &[],
+        },
+        Bad {
+            ctxs: &UPSTREAMS,
+            snippet: "check type=tls; check_ssl_certificate /nonexistent/c.pem; \
+                      check_ssl_certificate_key /nonexistent/c.key;",
+            server: TCP_SERVER,
+            all: &["cannot load certificate \"/nonexistent/c.pem\""],
+            any: &[],
+        },
+        Bad {
+            ctxs: &UPSTREAMS,
+            snippet: "check type=tls; check_ssl_verify on; \
+                      check_ssl_trusted_certificate /nonexistent/ca.pem;",
+            server: TCP_SERVER,
+            all: &["/nonexistent/ca.pem"],
+            any: &[],
+        },
+        Bad {
+            ctxs: &UPSTREAMS,
+            snippet: "check type=tls; check_ssl_verify maybe;",
+            server: TCP_SERVER,
+            all: &["invalid value \"maybe\" in \"check_ssl_verify\" directive, it must be \"on\" or \"off\""],
+            any: &[],
+        },
+        Bad {
+            ctxs: &UPSTREAMS,
+            snippet: "check type=tls; check_ssl_protocols TLSv1.2 TLSv9;",
+            server: TCP_SERVER,
+            all: &["invalid value \"TLSv9\" in \"check_ssl_protocols\" directive"],
+            any: &[],
+        },
+        Bad {
+            ctxs: &UPSTREAMS,
+            snippet: "check type=tls; check_ssl_verify_depth 1000;",
+            server: TCP_SERVER,
+            all: &["invalid value \"1000\" in \"check_ssl_verify_depth\" directive"],
+            any: &[],
+        },
+        Bad {
+            ctxs: &UPSTREAMS,
+            snippet: "check type=tls; check_ssl_ciphers NO-SUCH-CIPHER;",
+            server: TCP_SERVER,
+            all: &["NO-SUCH-CIPHER"],
+            any: &[],
+        },
+        Bad {
+            ctxs: &UPSTREAMS,
+            snippet: "check type=tls; check_ssl_name a.test; check_ssl_name b.test;",
+            server: TCP_SERVER,
+            all: &["\"check_ssl_name\" directive is duplicate"],
+            any: &[],
+        },
+        bad_param!("check type=fastcgi;", "type=fastcgi"),
+    ]);
+    let up: &[Ctx] = &UPSTREAMS;
+    check_good(&[
+        (up, "check type=https;"),
+        (up, "check type=tls;"),
+        (up, "check type=ssl_hello;"),
+        (
+            up,
+            "check type=https; check_ssl_server_name off; check_ssl_name api.test; \
+             check_ssl_protocols TLSv1.2 TLSv1.3; check_ssl_ciphers HIGH:!aNULL; \
+             check_ssl_session_reuse off; check_ssl_verify off; check_ssl_verify_depth 3;",
+        ),
+        (
+            up,
+            "check type=tls; check_ssl_verify on; \
+             check_ssl_trusted_certificate /etc/ssl/certs/ca-certificates.crt;",
+        ),
+    ]);
+}
+
+#[test]
 fn vnswrr_arguments() {
     check_bad(&[
         Bad {

@@ -34,7 +34,7 @@ const DEFAULT_KEEPALIVE_INTVL_S: u32 = 1;
 const DEFAULT_KEEPALIVE_CNT: u32 = 3;
 
 /// Every parameter name `check` knows.
-const PARAMETERS: [&str; 12] = [
+const PARAMETERS: [&str; 13] = [
     "interval",
     "fall",
     "rise",
@@ -47,6 +47,7 @@ const PARAMETERS: [&str; 12] = [
     "reuse",
     "keepalive",
     "match",
+    "passive_fall",
 ];
 
 /// How to write a time in nginx's seconds syntax, for error messages.
@@ -117,6 +118,7 @@ struct Params<'a> {
     /// `Some(Given { value: None })` is an explicit `keepalive=off`.
     keepalive: Option<Given<'a, Option<KeepaliveSpec>>>,
     match_block: Option<Given<'a, Vec<u8>>>,
+    passive_fall: Option<Given<'a, u32>>,
 }
 
 /// Stores a parsed parameter, refusing a second occurrence.
@@ -178,7 +180,10 @@ impl<'a> Params<'a> {
                 b"tcp" => Ok(CheckType::Tcp),
                 b"udp" => Ok(CheckType::Udp),
                 b"http" => Ok(CheckType::Http),
-                _ => Err("only type=tcp, type=udp and type=http are supported".into()),
+                b"https" => Ok(CheckType::Https),
+                // yaoweibin's and Tengine's name; here a real handshake.
+                b"tls" | b"ssl_hello" => Ok(CheckType::Tls),
+                _ => Err("type must be tcp, udp, http, https or tls (ssl_hello is tls)".into()),
             }),
             b"port" => store(&mut self.port, arg, "port", || {
                 parse_count(value, "port", 1, u16::MAX)
@@ -190,6 +195,9 @@ impl<'a> Params<'a> {
             b"match" => store(&mut self.match_block, arg, "match", || match value {
                 b"" => Err("match must name a check_match block (match=NAME)".into()),
                 _ => Ok(value.to_vec()),
+            }),
+            b"passive_fall" => store(&mut self.passive_fall, arg, "passive_fall", || {
+                parse_count(value, "passive_fall", 0, RISE_FALL_MAX)
             }),
             _ => Err(invalid(arg, "unknown parameter")),
         }
@@ -292,6 +300,7 @@ impl<'a> Params<'a> {
             keepalive,
             rehandshake_ms,
             match_block: self.match_block.map(|g| g.value),
+            passive_fall: self.passive_fall.map_or(0, |g| g.value),
         })
     }
 }

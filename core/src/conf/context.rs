@@ -37,7 +37,7 @@
 //! 8. `check_shm_size` below what the checked peers need: an error at
 //!    `check_shm_size`.
 
-use super::{CheckConf, CheckType, ConfError, Reuse};
+use super::{CheckConf, ConfError, Reuse};
 use crate::identity::identity_hash;
 use crate::matcher::{misfit_reason, MatchBlock};
 use crate::status::Group;
@@ -67,6 +67,25 @@ pub struct UpstreamFacts<'a> {
     pub peers: Vec<PeerFacts<'a>>,
     /// Which `check_http_*` directives it has.
     pub http: HttpDirectives,
+    /// Whether it has `check_fail_open`.
+    pub fail_open: bool,
+    /// Which `check_ssl_*` directives it has.
+    pub tls: TlsDirectives,
+}
+
+/// Which `check_ssl_*` directives an upstream has, as the rules need them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TlsDirectives {
+    /// The first `check_ssl_*` directive written, if any.
+    pub first: Option<&'static str>,
+    /// `check_ssl_verify on`.
+    pub verify: bool,
+    /// `check_ssl_trusted_certificate`.
+    pub trusted: bool,
+    /// `check_ssl_certificate`.
+    pub certificate: bool,
+    /// `check_ssl_certificate_key`.
+    pub key: bool,
 }
 
 /// Which of the directives of http checks an upstream has (the rules only
@@ -103,6 +122,10 @@ pub enum Directive {
     HttpExpectAlive(usize),
     /// The `check_match` block at this index of the blocks.
     Match(usize),
+    /// `check_fail_open` of the upstream at this index.
+    FailOpen(usize),
+    /// The named `check_ssl_*` directive of the upstream at this index.
+    Tls(usize, &'static str),
 }
 
 /// A message for `nginx -t`, and where to log it.
@@ -199,7 +222,7 @@ fn check_http(
         })
     };
     let h = u.http;
-    let is_http = u.check.is_some_and(|c| c.check_type == CheckType::Http);
+    let is_http = u.check.is_some_and(|c| c.check_type.is_http());
     if !is_http {
         for (given, at, directive) in [
             (h.send, Directive::HttpSend(i), "check_http_send"),
@@ -271,6 +294,54 @@ fn check_http(
     Ok(())
 }
 
+/// The `check_ssl_*` rules for upstream `i`: they need a TLS check, and
+/// they need each other (verify needs trusted certificates, a client
+/// certificate its key and the other way round).
+fn check_tls(i: usize, name: &str, u: &UpstreamFacts<'_>) -> Result<(), Diagnostic> {
+    let t = u.tls;
+    let Some(first) = t.first else { return Ok(()) };
+    let err = |directive: &'static str, message: String| {
+        Err(Diagnostic {
+            at: Directive::Tls(i, directive),
+            error: ConfError(message),
+        })
+    };
+    if !u.check.is_some_and(|c| c.check_type.is_tls()) {
+        return err(
+            first,
+            format!(
+                "\"{first}\" requires \"check ... type=https\" or \"type=tls\" in upstream \"{name}\""
+            ),
+        );
+    }
+    if t.verify && !t.trusted {
+        return err(
+            "check_ssl_verify",
+            format!(
+                "\"check_ssl_verify\" is on but upstream \"{name}\" has no \
+                 \"check_ssl_trusted_certificate\" to verify against"
+            ),
+        );
+    }
+    if t.certificate && !t.key {
+        return err(
+            "check_ssl_certificate",
+            format!(
+                "\"check_ssl_certificate\" requires \"check_ssl_certificate_key\" in upstream \"{name}\""
+            ),
+        );
+    }
+    if t.key && !t.certificate {
+        return err(
+            "check_ssl_certificate_key",
+            format!(
+                "\"check_ssl_certificate_key\" requires \"check_ssl_certificate\" in upstream \"{name}\""
+            ),
+        );
+    }
+    Ok(())
+}
+
 fn layout(
     group: Group,
     upstreams: &[UpstreamFacts<'_>],
@@ -283,6 +354,15 @@ fn layout(
     let mut default_down = Vec::new();
     for (i, u) in upstreams.iter().enumerate() {
         let name = String::from_utf8_lossy(u.name);
+        if u.fail_open && u.check.is_none() {
+            return Err(Diagnostic {
+                at: Directive::FailOpen(i),
+                error: ConfError(format!(
+                    "\"check_fail_open\" requires \"check\" in upstream \"{name}\""
+                )),
+            });
+        }
+        check_tls(i, &name, u)?;
         if u.keepalive_requests.is_some() && u.check.map(|c| c.reuse) != Some(Reuse::On) {
             warnings.push(Diagnostic {
                 at: Directive::KeepaliveRequests(i),

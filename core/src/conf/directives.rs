@@ -2,7 +2,7 @@
 //! `check_keepalive_requests`, `healthcheck_status` and `vnswrr`.
 
 use super::time::{parse_decimal, parse_size, NumError};
-use super::{printable, ConfError, KEEPALIVE_REQUESTS_MAX, SHM_SIZE_MAX};
+use super::{printable, ConfError, FailOpen, KEEPALIVE_REQUESTS_MAX, SHM_SIZE_MAX};
 use crate::status::Format;
 
 /// `invalid value "<arg>" in "<directive>" directive: <reason>`
@@ -133,10 +133,98 @@ pub fn parse_vnswrr(args: &[&[u8]]) -> Result<VnswrrConf, ConfError> {
     })
 }
 
+/// `check_fail_open off|on|N%;`: `on` fails open when no checked peer is
+/// up, `N%` (0 to 99) when the check-up share by weight is at or below N
+/// percent. 100% would never veto a peer, and is refused.
+pub fn parse_fail_open(args: &[&[u8]]) -> Result<FailOpen, ConfError> {
+    const D: &str = "check_fail_open";
+    let [arg] = args else {
+        return Err(ConfError(format!(
+            "invalid number of arguments in \"{D}\" directive"
+        )));
+    };
+    const EXPECTED: &str = "must be off, on or a percentage from 0% to 99%";
+    match *arg {
+        b"off" => Ok(FailOpen::Off),
+        b"on" => Ok(FailOpen::AtOrBelow(0)),
+        _ => {
+            let Some(digits) = arg.strip_suffix(b"%") else {
+                return Err(invalid_value(D, arg, EXPECTED));
+            };
+            match parse_decimal(digits) {
+                Ok(n) if n < 100 => Ok(FailOpen::AtOrBelow(n as u8)),
+                Ok(_) | Err(NumError::Overflow) => Err(invalid_value(
+                    D,
+                    arg,
+                    "at 100% the check would never keep a peer out: use at most 99%",
+                )),
+                Err(NumError::Malformed) => Err(invalid_value(D, arg, EXPECTED)),
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn fail_open_values() {
+        assert_eq!(parse_fail_open(&[b"off"]), Ok(FailOpen::Off));
+        assert_eq!(parse_fail_open(&[b"on"]), Ok(FailOpen::AtOrBelow(0)));
+        assert_eq!(parse_fail_open(&[b"0%"]), Ok(FailOpen::AtOrBelow(0)));
+        assert_eq!(parse_fail_open(&[b"25%"]), Ok(FailOpen::AtOrBelow(25)));
+        assert_eq!(parse_fail_open(&[b"99%"]), Ok(FailOpen::AtOrBelow(99)));
+        for bad in [&b"25"[..], b"%", b"-1%", b"1.5%", b"On", b""] {
+            assert_eq!(
+                err(parse_fail_open(&[bad])),
+                format!(
+                    "invalid value \"{}\" in \"check_fail_open\" directive: must be off, on or \
+                     a percentage from 0% to 99%",
+                    String::from_utf8_lossy(bad)
+                )
+            );
+        }
+        for big in [&b"100%"[..], b"250%", b"99999999999999999999999%"] {
+            assert!(err(parse_fail_open(&[big]))
+                .ends_with("at 100% the check would never keep a peer out: use at most 99%"));
+        }
+        assert_eq!(
+            err(parse_fail_open(&[b"on", b"off"])),
+            "invalid number of arguments in \"check_fail_open\" directive"
+        );
+    }
+
+    #[test]
+    fn fail_open_rule() {
+        let on = FailOpen::AtOrBelow(0);
+        assert!(!FailOpen::Off.applies(0, 10));
+        assert!(on.applies(0, 10), "on: none up");
+        assert!(!on.applies(1, 10));
+        assert!(!on.applies(0, 0), "no checked peers: never");
+        let q = FailOpen::AtOrBelow(25);
+        assert!(q.applies(25, 100), "at the threshold");
+        assert!(!q.applies(26, 100));
+        assert!(q.applies(1, 4) && !q.applies(2, 4));
+        assert!(q.applies(u64::MAX / 4, u64::MAX), "no overflow");
+    }
+
+    proptest! {
+        #[test]
+        fn fail_open_is_monotonic(pct in 0u8..100, total in 1u64..10_000, up in 0u64..10_000) {
+            let up = up.min(total);
+            let f = FailOpen::AtOrBelow(pct);
+            // Fewer peers up never leaves fail-open; more never enters it.
+            if f.applies(up, total) && up > 0 {
+                prop_assert!(f.applies(up - 1, total));
+            }
+            if !f.applies(up, total) && up < total {
+                prop_assert!(!f.applies(up + 1, total));
+            }
+            prop_assert_eq!(f.applies(up, total), up * 100 <= u64::from(pct) * total);
+        }
+    }
 
     fn err<T: std::fmt::Debug>(r: Result<T, ConfError>) -> String {
         r.unwrap_err().to_string()

@@ -53,10 +53,35 @@ fn defaults() {
             keepalive: None,
             rehandshake_ms: None,
             match_block: None,
+            passive_fall: 0,
         }
     );
     assert!(!ok("type=tcp").keeps_connection());
     assert_eq!(ok("type=udp").check_type, CheckType::Udp);
+}
+
+#[test]
+fn passive_fall() {
+    assert_eq!(ok("type=tcp").passive_fall, 0, "off by default");
+    assert_eq!(ok("passive_fall=0").passive_fall, 0);
+    assert_eq!(ok("passive_fall=5 type=http").passive_fall, 5);
+    assert_eq!(ok("type=udp passive_fall=100000").passive_fall, 100_000);
+    assert_eq!(
+        err("passive_fall=100001"),
+        "invalid parameter \"passive_fall=100001\": passive_fall must be from 0 to 100000"
+    );
+    assert_eq!(
+        err("passive_fall=-1"),
+        "invalid parameter \"passive_fall=-1\": passive_fall must be a plain decimal integer"
+    );
+    assert_eq!(
+        err("passive_fall"),
+        "invalid parameter \"passive_fall\": passive_fall requires a value (passive_fall=...)"
+    );
+    assert_eq!(
+        err("passive_fall=2 passive_fall=3"),
+        "invalid parameter \"passive_fall=3\": passive_fall is given twice"
+    );
 }
 
 #[test]
@@ -186,6 +211,7 @@ fn spec_examples_that_parse() {
             keepalive: None,
             rehandshake_ms: None,
             match_block: None,
+            passive_fall: 0,
         }
     );
 
@@ -247,9 +273,9 @@ fn spec_examples_that_fail() {
             "invalid parameter \"reuse=on\": reuse requires type=tcp or type=http",
         ),
         (
-            "type=ssl_hello",
-            "invalid parameter \"type=ssl_hello\": \
-             only type=tcp, type=udp and type=http are supported",
+            "type=fastcgi",
+            "invalid parameter \"type=fastcgi\": \
+             type must be tcp, udp, http, https or tls (ssl_hello is tls)",
         ),
     ];
     for (line, message) in cases {
@@ -324,11 +350,11 @@ fn single_parameter_errors() {
             &[
                 "type=HTTP",
                 "type=TCP",
-                "type=ssl_hello",
-                "type=https",
+                "type=mysql",
+                "type=SSL_HELLO",
                 "type=",
             ],
-            "only type=tcp, type=udp and type=http are supported",
+            "type must be tcp, udp, http, https or tls (ssl_hello is tls)",
         ),
         (
             &["reuse=maybe", "reuse=500ms", "reuse=", "reuse=ON"],
@@ -710,7 +736,7 @@ fn non_utf8_arguments_do_not_panic() {
     assert_eq!(
         e.to_string(),
         "invalid parameter \"type=t\u{e9}p\": \
-         only type=tcp, type=udp and type=http are supported"
+         type must be tcp, udp, http, https or tls (ssl_hello is tls)"
     );
 }
 
@@ -887,6 +913,7 @@ fn argument(name: &'static str) -> BoxedStrategy<String> {
             .prop_map(String::from)
             .boxed(),
         "port" => (0u32..70_000).prop_map(|n| n.to_string()).boxed(),
+        "passive_fall" => (0u32..12).prop_map(|n| n.to_string()).boxed(),
         "reuse" => prop_oneof![
             Just("off".to_string()),
             Just("on".to_string()),

@@ -4,7 +4,7 @@
 use proptest::prelude::*;
 
 use super::*;
-use crate::conf::parse_check;
+use crate::conf::{parse_check, CheckType};
 
 fn check(line: &str) -> CheckConf {
     let args: Vec<&[u8]> = line.split_whitespace().map(str::as_bytes).collect();
@@ -39,6 +39,8 @@ fn ups<'a>(
         keepalive_requests,
         peers,
         http: HttpDirectives::default(),
+        fail_open: false,
+        tls: TlsDirectives::default(),
     }
 }
 
@@ -167,6 +169,102 @@ fn unix_servers_are_fine_without_port() {
         z.identities,
         [identity_hash("http", b"u", b"unix:/tmp/x.sock", "tcp", 0)]
     );
+}
+
+#[test]
+fn tls_directive_rules() {
+    let tls = check("type=tls");
+    let https = check("type=https");
+    let tcp = check("type=tcp");
+    let with = |c: Option<&'static CheckConf>, t: TlsDirectives| {
+        let mut u = ups("u", c, None, vec![peer("a", 1)]);
+        u.tls = t;
+        finish(Group::Http, &[u], None)
+    };
+    let t = |first, verify, trusted, certificate, key| TlsDirectives {
+        first: Some(first),
+        verify,
+        trusted,
+        certificate,
+        key,
+    };
+    // Leak the checks for the 'static closure (a test).
+    let (tls, https, tcp): (&'static _, &'static _, &'static _) = (
+        Box::leak(Box::new(tls)),
+        Box::leak(Box::new(https)),
+        Box::leak(Box::new(tcp)),
+    );
+    assert!(
+        with(Some(tls), t("check_ssl_name", false, false, false, false))
+            .result
+            .is_ok()
+    );
+    assert!(
+        with(Some(https), t("check_ssl_verify", true, true, true, true))
+            .result
+            .is_ok()
+    );
+    assert!(with(Some(tcp), TlsDirectives::default()).result.is_ok());
+    assert_eq!(
+        error_of(&with(Some(tcp), t("check_ssl_name", false, false, false, false))),
+        (
+            Directive::Tls(0, "check_ssl_name"),
+            "\"check_ssl_name\" requires \"check ... type=https\" or \"type=tls\" in upstream \"u\""
+        )
+    );
+    assert_eq!(
+        error_of(&with(None, t("check_ssl_verify", true, true, false, false))).0,
+        Directive::Tls(0, "check_ssl_verify")
+    );
+    assert_eq!(
+        error_of(&with(
+            Some(tls),
+            t("check_ssl_verify", true, false, false, false)
+        )),
+        (
+            Directive::Tls(0, "check_ssl_verify"),
+            "\"check_ssl_verify\" is on but upstream \"u\" has no \
+             \"check_ssl_trusted_certificate\" to verify against"
+        )
+    );
+    assert_eq!(
+        error_of(&with(
+            Some(https),
+            t("check_ssl_certificate", false, false, true, false)
+        )),
+        (
+            Directive::Tls(0, "check_ssl_certificate"),
+            "\"check_ssl_certificate\" requires \"check_ssl_certificate_key\" in upstream \"u\""
+        )
+    );
+    assert_eq!(
+        error_of(&with(
+            Some(https),
+            t("check_ssl_certificate_key", false, false, false, true)
+        )),
+        (
+            Directive::Tls(0, "check_ssl_certificate_key"),
+            "\"check_ssl_certificate_key\" requires \"check_ssl_certificate\" in upstream \"u\""
+        )
+    );
+}
+
+#[test]
+fn fail_open_requires_check() {
+    let c = check("type=tcp");
+    let mut without = ups("u", None, None, vec![peer("a", 1)]);
+    without.fail_open = true;
+    let f = finish(Group::Http, &[without], None);
+    assert_eq!(
+        error_of(&f),
+        (
+            Directive::FailOpen(0),
+            "\"check_fail_open\" requires \"check\" in upstream \"u\""
+        )
+    );
+    let mut with = ups("u", Some(&c), None, vec![peer("a", 1)]);
+    with.fail_open = true;
+    assert!(finish(Group::Http, &[with], None).result.is_ok());
 }
 
 #[test]
@@ -314,6 +412,8 @@ fn names_are_printed_as_nginx_prints_them() {
             unix: true,
         }],
         http: HttpDirectives::default(),
+        fail_open: false,
+        tls: TlsDirectives::default(),
     }];
     let f = finish(Group::Http, &u, None);
     assert!(f.warnings[0].error.0.contains("upstream \"up\u{fffd}\":"));
@@ -686,6 +786,8 @@ proptest! {
                     })
                     .collect(),
                 http: HttpDirectives::default(),
+                fail_open: false,
+                tls: TlsDirectives::default(),
             })
             .collect();
         let f = finish_context(group, &facts, &[], shm, required);
@@ -755,6 +857,8 @@ proptest! {
                 Directive::HttpExpectAlive(i) => Directive::HttpExpectAlive(kept[i]),
                 Directive::ShmSize => Directive::ShmSize,
                 Directive::Match(j) => Directive::Match(j),
+                Directive::FailOpen(i) => Directive::FailOpen(kept[i]),
+                Directive::Tls(i, d) => Directive::Tls(kept[i], d),
             },
             error: d.error.clone(),
         };
@@ -841,6 +945,8 @@ proptest! {
                 keepalive_requests: None,
                 peers: vec![peer("p:1", 1)],
                 http: http(send, request, header, expect_alive),
+                fail_open: false,
+                tls: TlsDirectives::default(),
             })
             .collect();
         let f = finish_context(Group::Stream, &facts, &blocks, None, required);

@@ -1,0 +1,318 @@
+//! The module's part in each selection of a checked upstream besides the
+//! patch's hook (README: Stock mode, Passive failures).
+//!
+//! - **Stock mode.** In an nginx without the patch the balancers look at
+//!   nothing but `peer->down`, so the module keeps that flag in step with
+//!   the checks: before each selection of a checked upstream the worker
+//!   applies every state change published since it last looked (one atomic
+//!   load when nothing changed; `worker::Context::apply`).
+//! - **Passive failures.** With `passive_fall`, the module sees how nginx
+//!   ends each attempt (`peer.free` and its state) and counts failures.
+//!
+//! Both wrap the upstream's `peer.init` at configuration time, as nginx's
+//! keepalive module does: ours runs first, then the balancer's own. For
+//! `passive_fall` the request's peer callbacks are wrapped too, with the
+//! balancer's callbacks and data kept in a small struct in the request's
+//! pool.
+
+use core::ffi::c_void;
+use core::ptr;
+use core::sync::atomic::{AtomicBool, Ordering};
+
+use ngx::ffi::{
+    ngx_event_free_peer_pt, ngx_event_get_peer_pt, ngx_event_notify_peer_pt,
+    ngx_event_save_peer_session_pt, ngx_event_set_peer_session_pt, ngx_http_request_t,
+    ngx_http_upstream_init_peer_pt, ngx_http_upstream_srv_conf_t, ngx_int_t, ngx_log_t,
+    ngx_peer_connection_t, ngx_pool_t, ngx_stream_session_t, ngx_stream_upstream_init_peer_pt,
+    ngx_stream_upstream_srv_conf_t, ngx_uint_t, NGX_ERROR, NGX_LOG_NOTICE, NGX_OK,
+};
+
+use crate::conf::UpsConf;
+use crate::ffi::{self, guard};
+use crate::hooks;
+use crate::process;
+use crate::upstream::UpstreamRef;
+use healthcheck_core::status::Group;
+
+/// Whether each context (http, stream) runs in stock mode; decided at
+/// preconfiguration, from the hook symbols.
+static STOCK: [AtomicBool; 2] = [AtomicBool::new(false), AtomicBool::new(false)];
+
+/// The notice of stock mode is logged once per process.
+static NOTICE: AtomicBool = AtomicBool::new(false);
+
+/// Decide how `proto` enforces checks in this nginx: with the patch's hook
+/// when its symbols are there, else in stock mode (logged once).
+pub fn detect(proto: Group, log: *mut ngx_log_t) {
+    let stock = !hooks::present(proto);
+    STOCK[proto as usize].store(stock, Ordering::Relaxed);
+    if stock && !NOTICE.swap(true, Ordering::Relaxed) {
+        ffi::log(
+            NGX_LOG_NOTICE,
+            log,
+            format_args!(
+                "ngx_healthcheck_module: nginx has no balancer hook patch, enforcing checks \
+                 through the peers' \"down\" flag"
+            ),
+        );
+    }
+}
+
+/// Whether `proto` runs in stock mode.
+pub fn stock(proto: Group) -> bool {
+    STOCK[proto as usize].load(Ordering::Relaxed)
+}
+
+/// The upstream's own `peer.init`, which ours calls.
+#[derive(Clone, Copy)]
+pub enum Wrapped {
+    Http(ngx_http_upstream_init_peer_pt),
+    Stream(ngx_stream_upstream_init_peer_pt),
+}
+
+/// Wrap `peer.init` of every checked upstream that needs it: all of them
+/// in stock mode, those with `passive_fall` otherwise. Runs at the end of
+/// the context's configuration, after nginx's upstream module set each
+/// upstream's balancer up.
+///
+/// # Safety
+/// `ups` are the context's upstreams of the configuration being finished.
+pub unsafe fn wrap(proto: Group, ups: &[UpstreamRef]) {
+    let stock = stock(proto);
+    for u in ups {
+        let conf = u.conf;
+        // SAFETY: our srv conf of the block, in the configuration pool.
+        let Some(c) = (unsafe { conf.as_mut() }) else {
+            continue;
+        };
+        let Some(check) = &c.check else { continue };
+        if !stock && check.passive_fall == 0 || c.wrapped.is_some() {
+            continue;
+        }
+        // SAFETY: `srv` is the block's srv conf of `proto`'s upstream
+        // module; nginx set `peer.init` in its init_main_conf.
+        unsafe {
+            match proto {
+                Group::Http => {
+                    let us = &mut *u.srv.cast::<ngx_http_upstream_srv_conf_t>();
+                    c.wrapped = Some(Wrapped::Http(us.peer.init));
+                    us.peer.init = Some(http_init_peer);
+                }
+                Group::Stream => {
+                    let us = &mut *u.srv.cast::<ngx_stream_upstream_srv_conf_t>();
+                    c.wrapped = Some(Wrapped::Stream(us.peer.init));
+                    us.peer.init = Some(stream_init_peer);
+                }
+            }
+        }
+    }
+}
+
+/// Our srv conf of an upstream.
+///
+/// # Safety
+/// `srv_conf` is an upstream's srv_conf array of `proto`.
+unsafe fn ups_conf<'a>(srv_conf: *mut *mut c_void, proto: Group) -> Option<&'a UpsConf> {
+    // SAFETY: module indices are fixed once modules are loaded.
+    let index = unsafe {
+        match proto {
+            Group::Http => (*ptr::addr_of!(crate::ngx_http_upstream_check_module)).ctx_index,
+            Group::Stream => (*ptr::addr_of!(crate::ngx_stream_upstream_check_module)).ctx_index,
+        }
+    };
+    // SAFETY: the array has an entry per module of the context.
+    unsafe { (*srv_conf.add(index)).cast::<UpsConf>().as_ref() }
+}
+
+/// What happens before the balancer's own `peer.init`: stock mode applies
+/// the state changes. After it, `passive_fall` watches the attempts.
+fn before(proto: Group, srv: usize, conf: &UpsConf) -> bool {
+    if stock(proto) {
+        process::with(|w| w.context(proto).apply(srv));
+    }
+    conf.check.as_ref().is_some_and(|c| c.passive_fall > 0)
+}
+
+unsafe extern "C" fn http_init_peer(
+    r: *mut ngx_http_request_t,
+    us: *mut ngx_http_upstream_srv_conf_t,
+) -> ngx_int_t {
+    // SAFETY: nginx passes a live request with its connection.
+    let log = unsafe { (*(*r).connection).log };
+    guard(log, "upstream peer init", NGX_ERROR as ngx_int_t, || {
+        // SAFETY: `us` is the upstream being selected from.
+        let Some(conf) = (unsafe { ups_conf((*us).srv_conf, Group::Http) }) else {
+            return NGX_ERROR as ngx_int_t;
+        };
+        let Some(Wrapped::Http(Some(init))) = conf.wrapped else {
+            return NGX_ERROR as ngx_int_t;
+        };
+        let watch = before(Group::Http, us as usize, conf);
+        // SAFETY: the balancer's own init, with nginx's arguments.
+        let rc = unsafe { init(r, us) };
+        if rc != NGX_OK as ngx_int_t || !watch {
+            return rc;
+        }
+        // SAFETY: after a successful init the request has its upstream,
+        // whose `peer` the balancer just filled in.
+        unsafe {
+            watch_attempts(
+                &mut (*(*r).upstream).peer,
+                (*r).pool,
+                Group::Http,
+                us.cast(),
+            )
+        }
+    })
+}
+
+unsafe extern "C" fn stream_init_peer(
+    s: *mut ngx_stream_session_t,
+    us: *mut ngx_stream_upstream_srv_conf_t,
+) -> ngx_int_t {
+    // SAFETY: nginx passes a live session with its connection.
+    let (log, pool) = unsafe { ((*(*s).connection).log, (*(*s).connection).pool) };
+    guard(log, "upstream peer init", NGX_ERROR as ngx_int_t, || {
+        // SAFETY: `us` is the upstream being selected from.
+        let Some(conf) = (unsafe { ups_conf((*us).srv_conf, Group::Stream) }) else {
+            return NGX_ERROR as ngx_int_t;
+        };
+        let Some(Wrapped::Stream(Some(init))) = conf.wrapped else {
+            return NGX_ERROR as ngx_int_t;
+        };
+        let watch = before(Group::Stream, us as usize, conf);
+        // SAFETY: the balancer's own init, with nginx's arguments.
+        let rc = unsafe { init(s, us) };
+        if rc != NGX_OK as ngx_int_t || !watch {
+            return rc;
+        }
+        // SAFETY: as for http: the session's upstream and its peer.
+        unsafe { watch_attempts(&mut (*(*s).upstream).peer, pool, Group::Stream, us.cast()) }
+    })
+}
+
+/// The balancer's callbacks and data for one request, behind ours.
+#[repr(C)]
+struct Attempts {
+    data: *mut c_void,
+    get: ngx_event_get_peer_pt,
+    free: ngx_event_free_peer_pt,
+    notify: ngx_event_notify_peer_pt,
+    set_session: ngx_event_set_peer_session_pt,
+    save_session: ngx_event_save_peer_session_pt,
+    proto: Group,
+    srv: usize,
+}
+
+/// Put our callbacks in front of the balancer's for this request.
+///
+/// # Safety
+/// `pc` is the request's peer connection right after the balancer's
+/// `peer.init`; `pool` is the request's (session's) pool.
+unsafe fn watch_attempts(
+    pc: &mut ngx_peer_connection_t,
+    pool: *mut ngx_pool_t,
+    proto: Group,
+    srv: *mut c_void,
+) -> ngx_int_t {
+    let a = Attempts {
+        data: pc.data,
+        get: pc.get,
+        free: pc.free,
+        notify: pc.notify,
+        set_session: pc.set_session,
+        save_session: pc.save_session,
+        proto,
+        srv: srv as usize,
+    };
+    // SAFETY: the pool lives as long as the request; the cleanup drops
+    // nothing that owns memory (plain pointers).
+    let Some(a) = (unsafe { crate::pool::alloc(pool, a) }) else {
+        return NGX_ERROR as ngx_int_t;
+    };
+    pc.data = a.as_ptr().cast();
+    pc.get = Some(attempt_get);
+    pc.free = Some(attempt_free);
+    if pc.notify.is_some() {
+        pc.notify = Some(attempt_notify);
+    }
+    if pc.set_session.is_some() {
+        pc.set_session = Some(attempt_set_session);
+    }
+    if pc.save_session.is_some() {
+        pc.save_session = Some(attempt_save_session);
+    }
+    NGX_OK as ngx_int_t
+}
+
+/// # Safety
+/// `data` is what `watch_attempts` stored in `pc.data`.
+unsafe fn attempts<'a>(data: *mut c_void) -> &'a Attempts {
+    // SAFETY: per the contract.
+    unsafe { &*data.cast::<Attempts>() }
+}
+
+unsafe extern "C" fn attempt_get(pc: *mut ngx_peer_connection_t, data: *mut c_void) -> ngx_int_t {
+    // SAFETY: nginx passes the data we stored.
+    let a = unsafe { attempts(data) };
+    match a.get {
+        // SAFETY: the balancer's own callback with its own data.
+        Some(get) => unsafe { get(pc, a.data) },
+        None => NGX_ERROR as ngx_int_t,
+    }
+}
+
+unsafe extern "C" fn attempt_free(
+    pc: *mut ngx_peer_connection_t,
+    data: *mut c_void,
+    state: ngx_uint_t,
+) {
+    // SAFETY: nginx passes the data we stored and its peer connection.
+    let (a, sockaddr, log) = unsafe { (attempts(data), (*pc).sockaddr, (*pc).log) };
+    if let Some(free) = a.free {
+        // SAFETY: the balancer's own callback with its own data.
+        unsafe { free(pc, a.data, state) };
+    }
+    guard(log, "passive_fall", (), || {
+        let failed = state & ngx::ffi::NGX_PEER_FAILED as ngx_uint_t != 0;
+        process::with(|w| {
+            w.context(a.proto)
+                .attempt_ended(a.srv, sockaddr as usize, failed, log)
+        });
+    });
+}
+
+unsafe extern "C" fn attempt_notify(
+    pc: *mut ngx_peer_connection_t,
+    data: *mut c_void,
+    type_: ngx_uint_t,
+) {
+    // SAFETY: nginx passes the data we stored.
+    let a = unsafe { attempts(data) };
+    if let Some(notify) = a.notify {
+        // SAFETY: the balancer's own callback with its own data.
+        unsafe { notify(pc, a.data, type_) };
+    }
+}
+
+unsafe extern "C" fn attempt_set_session(
+    pc: *mut ngx_peer_connection_t,
+    data: *mut c_void,
+) -> ngx_int_t {
+    // SAFETY: nginx passes the data we stored.
+    let a = unsafe { attempts(data) };
+    match a.set_session {
+        // SAFETY: the balancer's own callback with its own data.
+        Some(set) => unsafe { set(pc, a.data) },
+        None => NGX_OK as ngx_int_t,
+    }
+}
+
+unsafe extern "C" fn attempt_save_session(pc: *mut ngx_peer_connection_t, data: *mut c_void) {
+    // SAFETY: nginx passes the data we stored.
+    let a = unsafe { attempts(data) };
+    if let Some(save) = a.save_session {
+        // SAFETY: the balancer's own callback with its own data.
+        unsafe { save(pc, a.data) };
+    }
+}
