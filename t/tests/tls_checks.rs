@@ -50,7 +50,11 @@ fn healthy_tls_servers_are_up_with_sni_and_resumption() {
     let ups = format!(
         "    upstream web {{ server {https}; check type=https interval=100 rise=1 fall=1;
         check_ssl_name {SERVER_NAME}; }}
-    upstream raw {{ server {tls}; check type=tls interval=100 rise=1 fall=1; }}\n"
+    upstream raw {{ server {tls}; check type=tls interval=100 rise=1 fall=1; }}
+    upstream hosted {{ server {https}; check type=https interval=100 rise=1 fall=1;
+        check_http_header Host {SERVER_NAME}:8443; }}
+    upstream quiet {{ server {tls}; check type=tls interval=100 rise=1 fall=1;
+        check_ssl_name {SERVER_NAME}; check_ssl_server_name off; }}\n"
     );
     let stream = format!(
         "stream {{ upstream s {{ server {tls}; check type=ssl_hello interval=100 rise=1 fall=1;
@@ -68,10 +72,13 @@ fn healthy_tls_servers_are_up_with_sni_and_resumption() {
         "ssl_hello is tls: {s}"
     );
 
-    // SNI: the https check names backend.test (check_ssl_name); the http
-    // tls check of an IP literal sends none.
+    wait_status(port, Kind::Http, "hosted", &https, "up");
+    wait_status(port, Kind::Http, "quiet", &tls, "up");
+    // SNI: the https checks name backend.test (check_ssl_name, or the
+    // host of check_http_header Host); the tls check of an IP literal
+    // sends none, nor does one with check_ssl_server_name off.
     let reqs = b.https_requests();
-    assert!(reqs.len() >= 2, "{reqs:?}");
+    assert!(reqs.len() >= 4, "{reqs:?}");
     assert!(
         reqs.iter().all(|h| h.sni.as_deref() == Some(SERVER_NAME)),
         "{reqs:?}"
