@@ -85,6 +85,8 @@ pub struct UpsConf {
 #[derive(Default)]
 pub struct LocConf {
     pub status: Option<cc::StatusConf>,
+    /// `healthcheck_admin`.
+    pub admin: bool,
 }
 
 fn emerg(cf: *mut ngx_conf_t, msg: &str) -> *mut c_char {
@@ -211,7 +213,35 @@ pub unsafe fn set_status(cf: *mut ngx_conf_t, conf: *mut c_void) -> *mut c_char 
             conf,
             |c| c.status.is_some(),
             |_, c, args| {
+                if c.admin {
+                    return Err(ONE_HANDLER.into());
+                }
                 c.status = Some(cc::parse_status_directive(args).map_err(|e| e.to_string())?);
+                Ok(())
+            },
+        )
+    }
+}
+
+const ONE_HANDLER: &str =
+    "\"healthcheck_status\" and \"healthcheck_admin\" cannot share a location";
+
+/// `healthcheck_admin;` in a location.
+///
+/// # Safety
+/// nginx's directive contract; `conf` points to our `LocConf`.
+pub unsafe fn set_admin(cf: *mut ngx_conf_t, conf: *mut c_void) -> *mut c_char {
+    // SAFETY: nginx's directive contract.
+    unsafe {
+        directive::<LocConf>(
+            cf,
+            conf,
+            |c| c.admin,
+            |_, c, _| {
+                if c.status.is_some() {
+                    return Err(ONE_HANDLER.into());
+                }
+                c.admin = true;
                 Ok(())
             },
         )

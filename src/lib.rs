@@ -6,6 +6,7 @@
 #![allow(non_upper_case_globals)]
 #![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
 
+mod admin;
 mod check;
 mod conf;
 mod entry;
@@ -67,7 +68,7 @@ const fn command(
     }
 }
 
-static mut HTTP_COMMANDS: [ngx_command_t; 12] = [
+static mut HTTP_COMMANDS: [ngx_command_t; 13] = [
     command(
         ngx_string!("check_http_send"),
         NGX_HTTP_UPS_CONF | NGX_CONF_TAKE1,
@@ -126,6 +127,12 @@ static mut HTTP_COMMANDS: [ngx_command_t; 12] = [
         ngx_string!("healthcheck_status"),
         NGX_HTTP_LOC_CONF | NGX_CONF_NOARGS | NGX_CONF_TAKE12,
         ngx_http_healthcheck_status,
+        NGX_HTTP_LOC_CONF_OFFSET,
+    ),
+    command(
+        ngx_string!("healthcheck_admin"),
+        NGX_HTTP_LOC_CONF | NGX_CONF_NOARGS,
+        ngx_http_healthcheck_admin,
         NGX_HTTP_LOC_CONF_OFFSET,
     ),
     command(

@@ -26,6 +26,10 @@ pub struct PeerRef {
     pub server: ngx_str_t,
     pub sockaddr: *mut sockaddr,
     pub socklen: socklen_t,
+    /// In the upstream's backup list.
+    pub backup: bool,
+    /// The server's `weight`.
+    pub weight: u32,
 }
 
 impl PeerRef {
@@ -126,6 +130,7 @@ macro_rules! walk {
             let mut peers = Vec::new();
             let mut lists = Vec::new();
             let mut group = uscf.peer.data as *const $peers_t;
+            let mut backup = false;
             while let Some(g) = group.as_ref().filter(|_| c.check.is_some()) {
                 lists.push(group as *const c_void);
                 let mut p = g.peer;
@@ -137,11 +142,14 @@ macro_rules! walk {
                             server: peer.server,
                             sockaddr: peer.sockaddr,
                             socklen: peer.socklen,
+                            backup,
+                            weight: u32::try_from(peer.weight).unwrap_or(u32::MAX),
                         });
                     }
                     p = peer.next;
                 }
                 group = g.next;
+                backup = true;
             }
             out.push(UpstreamRef {
                 name: uscf.host,

@@ -1646,6 +1646,12 @@ fn borrow(owned: &[OwnedRow]) -> Vec<PeerRow<'_>> {
                 index,
                 upstream: &o.upstream,
                 name: &o.name,
+                // Hostile bytes here too; the flags vary with other fields.
+                server: &o.upstream,
+                backup: o.rise % 2 == 1,
+                weight: o.fall,
+                disabled: o.checks % 3 == 0,
+                fail_open: o.port % 2 == 1,
                 up: o.up,
                 rise: o.rise,
                 fall: o.fall,
@@ -1730,6 +1736,25 @@ fn check_json(
     let v: serde_json::Value = serde_json::from_slice(body)
         .map_err(|e| TestCaseError::fail(format!("JSON does not parse: {e}")))?;
     let servers = &v["servers"];
+    // The summaries, of every row whatever the filter.
+    let summaries = status::summarize(rows);
+    let listed = v["upstreams"].as_array().cloned().unwrap_or_default();
+    prop_assert_eq!(listed.len(), summaries.len());
+    for (o, u) in listed.iter().zip(&summaries) {
+        prop_assert_eq!(o["group"].as_str(), Some(u.group.as_str()));
+        let name = lossy(u.name);
+        prop_assert_eq!(o["name"].as_str(), Some(name.as_str()));
+        for (k, n) in [
+            ("peers", u.peers),
+            ("up", u.up),
+            ("down", u.down),
+            ("disabled", u.disabled),
+            ("selectable", u.selectable),
+        ] {
+            prop_assert_eq!(o[k].as_u64(), Some(n), "{}", k);
+        }
+        prop_assert_eq!(o["fail_open"].as_bool(), Some(u.fail_open));
+    }
     let shown = printed(rows, filter);
     let ups = shown.iter().filter(|r| r.up).count() as u64;
     prop_assert_eq!(servers["total"].as_u64(), Some(shown.len() as u64));
@@ -1763,7 +1788,15 @@ fn check_json(
         );
         prop_assert_eq!(o["last_change"].as_u64(), shown_last_change(r));
         prop_assert_eq!(o["down_since"].as_u64(), shown_down_since(r));
-        prop_assert_eq!(o.as_object().map(|m| m.len()), Some(18));
+        let server = lossy(r.server);
+        prop_assert_eq!(o["server"].as_str(), Some(server.as_str()));
+        prop_assert_eq!(o["backup"].as_bool(), Some(r.backup));
+        prop_assert_eq!(o["weight"].as_u64(), Some(u64::from(r.weight)));
+        prop_assert_eq!(
+            o.get("admin"),
+            Some(&serde_json::json!(r.disabled.then_some("disabled")))
+        );
+        prop_assert_eq!(o.as_object().map(|m| m.len()), Some(22));
     }
     // Key order (serde_json's map does not keep it): each peer is one line,
     // and a key with its `": ` cannot occur inside an escaped string.
@@ -1832,6 +1865,10 @@ fn check_csv(body: &[u8], filter: Option<Filter>, rows: &[PeerRow]) -> Result<()
             opt(shown_last_change(r)),
             opt(shown_down_since(r)),
             opt(r.http_status.map(u64::from)),
+            csv_expected(r.server),
+            r.backup.to_string(),
+            r.weight.to_string(),
+            (if r.disabled { "disabled" } else { "" }).to_string(),
         ];
         prop_assert_eq!(
             rec.iter().collect::<Vec<_>>(),
@@ -1844,6 +1881,8 @@ fn check_csv(body: &[u8], filter: Option<Filter>, rows: &[PeerRow]) -> Result<()
 /// `<td ...>content</td>` cells of every data row of the page, in order.
 fn html_rows(page: &str) -> Result<Vec<(bool, Vec<String>)>, String> {
     let mut rows = Vec::new();
+    // Peer tables only: the upstreams table comes before the groups.
+    let page = page.find("<h2 id=\"http\">").map_or(page, |i| &page[i..]);
     for body in page.split("<tbody>\n").skip(1) {
         let body = body.split("</tbody>").next().ok_or("unterminated tbody")?;
         for line in body.split("</td></tr>\n").filter(|l| !l.is_empty()) {
@@ -1877,7 +1916,12 @@ fn check_html(body: &[u8], query: &Query, rows: &[PeerRow]) -> Result<(), TestCa
     prop_assert_eq!(got.len(), shown.len());
     for ((down, cells), r) in got.iter().zip(&shown) {
         prop_assert_eq!(*down, !r.up);
-        prop_assert_eq!(cells.len(), 18, "{:?}", cells);
+        prop_assert_eq!(cells.len(), 22, "{:?}", cells);
+        prop_assert_eq!(
+            html_unescape(&cells[18]).map_err(TestCaseError::fail)?,
+            html_expected(r.server)
+        );
+        prop_assert_eq!(&cells[21], if r.disabled { "disabled" } else { "" });
         prop_assert_eq!(&cells[0], &r.index.to_string());
         prop_assert_eq!(
             html_unescape(&cells[1]).map_err(TestCaseError::fail)?,
@@ -2091,6 +2135,30 @@ fn check_prom(
         "nginx_upstream_count_down",
         "nginx_upstream_count_generation",
     ];
+    // The per-upstream families: one sample per upstream of all the rows.
+    let summaries = status::summarize(rows);
+    if !summaries.is_empty() {
+        want.extend(["nginx_upstream_peers_up", "nginx_upstream_fail_open"]);
+    }
+    for u in &summaries {
+        let name = lossy(u.name);
+        let of = |family: &str| {
+            samples
+                .iter()
+                .filter(|s| {
+                    s.name == family
+                        && s.label("upstream_type") == Some(u.group.as_str())
+                        && s.label("upstream") == Some(name.as_str())
+                })
+                .map(|s| s.value.clone())
+                .collect::<Vec<_>>()
+        };
+        // Two upstreams whose names differ only in invalid UTF-8 print the
+        // same label set (a duplicate the validator would reject).
+        let fail_open = if u.fail_open { "1" } else { "0" };
+        prop_assert!(of("nginx_upstream_peers_up").contains(&u.up.to_string()));
+        prop_assert!(of("nginx_upstream_fail_open").contains(&fail_open.to_string()));
+    }
     if !shown.is_empty() {
         let s = |n: &'static str| Some(n);
         want.extend(
@@ -2120,6 +2188,9 @@ fn check_prom(
             let (upstream, name) = (lossy(r.upstream), lossy(r.name));
             prop_assert_eq!(s.label("upstream"), Some(upstream.as_str()));
             prop_assert_eq!(s.label("name"), Some(name.as_str()));
+            // Only when the server line is not the address itself.
+            let server = (r.server != r.name).then(|| lossy(r.server));
+            prop_assert_eq!(s.label("server"), server.as_deref());
             prop_assert_eq!(s.label("type"), Some(r.check_type));
             prop_assert_eq!(
                 s.label("port").map(str::to_string),
@@ -2294,7 +2365,9 @@ proptest! {
             let whole = render(format, &query, &meta, &rows);
             let counts = status::Counts::of(&rows, filter);
             let mut out = b"PREFIX".to_vec();
-            let mut page = status::Renderer::new(format, &query, &meta, counts, &mut out);
+            let upstreams = status::summarize(&rows);
+            let mut page =
+                status::Renderer::new(format, &query, &meta, counts, &upstreams, &mut out);
             for pass in 0..page.passes() {
                 let mut start = 0;
                 for &cut in &cuts {

@@ -693,6 +693,48 @@ fn single_value_directives() {
 }
 
 #[test]
+fn healthcheck_admin_arguments() {
+    let loc: &[Ctx] = &[Ctx::HttpLocation];
+    check_bad(&[
+        Bad {
+            ctxs: loc,
+            snippet: "healthcheck_admin on;",
+            server: TCP_SERVER,
+            all: &["invalid number of arguments in \"healthcheck_admin\" directive"],
+            any: &[],
+        },
+        Bad {
+            ctxs: loc,
+            snippet: "healthcheck_admin; healthcheck_admin;",
+            server: TCP_SERVER,
+            all: &["\"healthcheck_admin\" directive is duplicate"],
+            any: &[],
+        },
+        Bad {
+            ctxs: loc,
+            snippet: "healthcheck_status json; healthcheck_admin;",
+            server: TCP_SERVER,
+            all: &["\"healthcheck_status\" and \"healthcheck_admin\" cannot share a location"],
+            any: &[],
+        },
+        Bad {
+            ctxs: loc,
+            snippet: "healthcheck_admin; healthcheck_status;",
+            server: TCP_SERVER,
+            all: &["\"healthcheck_status\" and \"healthcheck_admin\" cannot share a location"],
+            any: &[],
+        },
+        Bad {
+            ctxs: &[Ctx::HttpServer],
+            snippet: "healthcheck_admin;",
+            server: TCP_SERVER,
+            all: &["\"healthcheck_admin\" directive is not allowed here"],
+            any: &[],
+        },
+    ]);
+}
+
+#[test]
 fn vnswrr_arguments() {
     check_bad(&[
         Bad {
@@ -764,6 +806,7 @@ fn valid_configurations_pass() {
         (loc, "healthcheck_status csv;"),
         (loc, "healthcheck_status json;"),
         (loc, "healthcheck_status prometheus;"),
+        (loc, "healthcheck_admin;"),
     ]);
 }
 
