@@ -32,6 +32,8 @@ pub struct MainConf {
     /// configuration order (`crate::match_block`).
     pub matches: Vec<std::rc::Rc<crate::match_block::CompiledMatch>>,
     pub matches_loc: Vec<ConfLoc>,
+    /// `check_state_file`: the full path.
+    pub state_file: Option<Vec<u8>>,
 }
 
 impl Default for MainConf {
@@ -42,6 +44,7 @@ impl Default for MainConf {
             zone: ptr::null_mut(),
             matches: Vec::new(),
             matches_loc: Vec::new(),
+            state_file: None,
         }
     }
 }
@@ -198,6 +201,39 @@ pub unsafe extern "C" fn ngx_upstream_check_shm_size(
                 Ok(())
             },
         )
+    }
+}
+
+/// `check_state_file PATH;` in http or stream.
+pub unsafe extern "C" fn ngx_upstream_check_state_file(
+    cf: *mut ngx_conf_t,
+    _cmd: *mut ngx_command_t,
+    conf: *mut c_void,
+) -> *mut c_char {
+    // SAFETY: nginx's directive contract.
+    unsafe {
+        directive::<MainConf>(
+            cf,
+            conf,
+            |c| c.state_file.is_some(),
+            |cf, c, args| {
+                let v = args.first().copied().unwrap_or_default();
+                let prefix = prefix_of(cf);
+                c.state_file = Some(cc::parse_state_file(v, prefix).map_err(|e| e.to_string())?);
+                Ok(())
+            },
+        )
+    }
+}
+
+/// nginx's prefix (`-p`), which relative paths are under.
+fn prefix_of(cf: &ngx_conf_t) -> &[u8] {
+    // SAFETY: a configuration being parsed belongs to a live cycle whose
+    // prefix is set before any directive.
+    unsafe {
+        cf.cycle
+            .as_ref()
+            .map_or(&[][..], |c| crate::ffi::str_bytes(&c.prefix))
     }
 }
 
@@ -504,6 +540,8 @@ pub unsafe fn finish_context<U: UpstreamBlock>(
     let plan = ZonePlan {
         identities: layout.identities,
         default_down: layout.default_down,
+        group,
+        state_file: mcf.state_file.clone(),
     };
     // SAFETY: the configuration's pool lives as long as the zone's use of
     // the plan (the zone's `init` reads it while this cycle is set up).

@@ -17,6 +17,7 @@ mod pool;
 mod process;
 mod regex;
 mod shm;
+mod statefile;
 mod status;
 mod upstream;
 mod vnswrr;
@@ -68,7 +69,7 @@ const fn command(
     }
 }
 
-static mut HTTP_COMMANDS: [ngx_command_t; 13] = [
+static mut HTTP_COMMANDS: [ngx_command_t; 14] = [
     command(
         ngx_string!("check_http_send"),
         NGX_HTTP_UPS_CONF | NGX_CONF_TAKE1,
@@ -124,6 +125,12 @@ static mut HTTP_COMMANDS: [ngx_command_t; 13] = [
         NGX_HTTP_MAIN_CONF_OFFSET,
     ),
     command(
+        ngx_string!("check_state_file"),
+        NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE1,
+        conf::ngx_upstream_check_state_file,
+        NGX_HTTP_MAIN_CONF_OFFSET,
+    ),
+    command(
         ngx_string!("healthcheck_status"),
         NGX_HTTP_LOC_CONF | NGX_CONF_NOARGS | NGX_CONF_TAKE12,
         ngx_http_healthcheck_status,
@@ -169,7 +176,7 @@ static STREAM_CTX: ngx_stream_module_t = ngx_stream_module_t {
     merge_srv_conf: None,
 };
 
-static mut STREAM_COMMANDS: [ngx_command_t; 11] = [
+static mut STREAM_COMMANDS: [ngx_command_t; 12] = [
     command(
         ngx_string!("check_http_send"),
         NGX_STREAM_UPS_CONF | NGX_CONF_TAKE1,
@@ -222,6 +229,12 @@ static mut STREAM_COMMANDS: [ngx_command_t; 11] = [
         ngx_string!("check_shm_size"),
         NGX_STREAM_MAIN_CONF | NGX_CONF_TAKE1,
         conf::ngx_upstream_check_shm_size,
+        NGX_STREAM_MAIN_CONF_OFFSET,
+    ),
+    command(
+        ngx_string!("check_state_file"),
+        NGX_STREAM_MAIN_CONF | NGX_CONF_TAKE1,
+        conf::ngx_upstream_check_state_file,
         NGX_STREAM_MAIN_CONF_OFFSET,
     ),
     command(

@@ -83,6 +83,8 @@ pub struct Context {
     /// The list last asked about and whether it is in `lists` (balancers
     /// ask about every peer of one list in a row).
     last_list: Cell<(usize, bool)>,
+    /// `check_state_file` of the context (full path).
+    pub state_file: Option<Vec<u8>>,
 }
 
 impl Context {
@@ -149,6 +151,7 @@ impl Context {
             map,
             lists,
             last_list: Cell::new((0, false)),
+            state_file: None,
         }
     }
 

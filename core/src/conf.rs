@@ -33,8 +33,8 @@ pub use context::{
     ZoneLayout,
 };
 pub use directives::{
-    parse_keepalive_requests, parse_shm_size, parse_status_directive, parse_vnswrr, StatusConf,
-    VnswrrConf,
+    parse_keepalive_requests, parse_shm_size, parse_state_file, parse_status_directive,
+    parse_vnswrr, StatusConf, VnswrrConf,
 };
 pub use escape::unescape;
 pub(crate) use http::{is_token, TOKEN_SYNTAX};

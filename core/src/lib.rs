@@ -10,6 +10,7 @@ pub mod matcher;
 pub mod ptrmap;
 pub mod reason;
 pub mod schedule;
+pub mod statefile;
 pub mod status;
 pub mod timing;
 pub mod vnswrr;

@@ -318,6 +318,20 @@ impl Slot {
         changed
     }
 
+    /// Take a saved state (`check_state_file`) into a slot that
+    /// [`fill`] just made new: health, admin bits and change times as
+    /// saved, the consecutive counts from zero.
+    pub fn restore(&self, saved: &crate::statefile::Entry) {
+        let r = Ordering::Relaxed;
+        self.up.store(u32::from(saved.up), r);
+        self.admin.store(saved.admin & admin::DISABLED, r);
+        self.last_change.store(saved.last_change, r);
+        self.down_since
+            .store(if saved.up { 0 } else { saved.down_since.max(1) }, r);
+        self.rise.store(0, r);
+        self.fall.store(0, r);
+    }
+
     /// Set or clear `admin::DISABLED`; returns whether it changed.
     pub fn set_disabled(&self, disabled: bool) -> bool {
         let before = if disabled {
@@ -499,6 +513,35 @@ mod tests {
         assert!(s.set_disabled(false));
         assert!(!s.set_disabled(false));
         assert!(!s.vetoed());
+    }
+
+    #[test]
+    fn restore_takes_the_saved_state() {
+        let s = Slot::default();
+        s.init_new(7, false);
+        s.restore(&crate::statefile::Entry {
+            identity: 7,
+            up: false,
+            admin: admin::DISABLED | 0x80,
+            last_change: 5,
+            down_since: 0,
+        });
+        let snap = s.snapshot();
+        assert_eq!(
+            (snap.up, snap.admin, snap.last_change),
+            (false, admin::DISABLED, 5)
+        );
+        assert_ne!(snap.down_since, 0, "down, so down since some time");
+        assert!(s.vetoed());
+        s.restore(&crate::statefile::Entry {
+            identity: 7,
+            up: true,
+            admin: 0,
+            last_change: 9,
+            down_since: 3,
+        });
+        let snap = s.snapshot();
+        assert_eq!((snap.up, snap.admin, snap.down_since), (true, 0, 0));
     }
 
     #[test]

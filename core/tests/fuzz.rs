@@ -3969,3 +3969,148 @@ fn http_host_of_server_leading_zero_port() {
     assert_eq!(host_of_server(b"-:01"), (&b"-"[..], Some(1)));
     assert_eq!(host_of_server(b"[::1]:0080"), (&b"[::1]"[..], Some(80)));
 }
+
+// ---------------------------------------------------------------------------
+// check_state_file and healthcheck_admin: parsers of untrusted input
+// ---------------------------------------------------------------------------
+
+use healthcheck_core::admin::parse_admin_query;
+use healthcheck_core::statefile::{self, Entry as SavedEntry, Named};
+
+/// A valid state file of `entries` (identities 0..8) for `group`.
+fn state_file(group: Group, entries: &[(u64, bool, u32)]) -> Vec<u8> {
+    let mut out = Vec::new();
+    statefile::render(
+        group,
+        entries.iter().map(|&(identity, up, admin)| Named {
+            entry: SavedEntry {
+                identity,
+                up,
+                admin,
+                last_change: identity * 1000,
+                down_since: if up { 0 } else { identity * 1000 + 1 },
+            },
+            upstream: b"web",
+            name: b"10.0.0.1:80",
+            server: b"b.test:80",
+        }),
+        &mut out,
+    );
+    out
+}
+
+/// What a reader may keep: per identity at most what the configuration
+/// has, and nothing it does not have.
+fn check_restored(
+    r: &mut statefile::Restored,
+    wanted: &HashMap<u64, usize>,
+) -> Result<(), TestCaseError> {
+    prop_assert!(r.kept <= wanted.values().sum::<usize>());
+    prop_assert!(r.kept <= r.lines);
+    let mut taken = 0;
+    for (&id, &room) in wanted {
+        let mut n = 0;
+        while let Some(e) = r.take(id) {
+            prop_assert_eq!(e.identity, id);
+            prop_assert!(!(e.up && e.down_since != 0));
+            n += 1;
+        }
+        prop_assert!(n <= room);
+        taken += n;
+    }
+    prop_assert_eq!(taken, r.kept);
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(cfg(1500))]
+
+    /// Any bytes: refused with a reason or read within the bounds; never
+    /// a panic.
+    #[test]
+    fn state_file_any_bytes(bytes in vec(any::<u8>(), 0..400),
+                            magic: bool,
+                            wanted in vec((0u64..8, 1usize..3), 0..8)) {
+        let wanted: HashMap<u64, usize> = wanted.into_iter().collect();
+        let mut input = Vec::new();
+        if magic {
+            input.extend_from_slice(statefile::MAGIC.as_bytes());
+            input.push(b'\n');
+        }
+        input.extend_from_slice(&bytes);
+        if let Ok(mut r) = statefile::parse(&input, Group::Http, &wanted) {
+            check_restored(&mut r, &wanted)?;
+            prop_assert!(input.ends_with(b"\n"));
+        }
+    }
+
+    /// A valid file with one byte changed, cut, or a line repeated: read
+    /// only if still valid, and then within the bounds.
+    #[test]
+    fn state_file_mutations(entries in vec((0u64..8, any::<bool>(), 0u32..2), 0..12),
+                            at in any::<prop::sample::Index>(),
+                            byte: u8,
+                            how in 0u8..3,
+                            wanted in vec((0u64..8, 1usize..3), 0..8)) {
+        let wanted: HashMap<u64, usize> = wanted.into_iter().collect();
+        let mut f = state_file(Group::Stream, &entries);
+        let i = at.index(f.len());
+        match how {
+            0 => f[i] = byte,
+            1 => f.truncate(i),
+            _ => {
+                let line_start = f[..i].iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1);
+                let line_end = f[i..].iter().position(|&b| b == b'\n').map_or(f.len(), |p| i + p + 1);
+                let line = f[line_start..line_end].to_vec();
+                f.splice(line_end..line_end, line);
+            }
+        }
+        match statefile::parse(&f, Group::Stream, &wanted) {
+            Ok(mut r) => check_restored(&mut r, &wanted)?,
+            Err(e) => prop_assert!(!e.to_string().is_empty()),
+        }
+        // Another context's file is never taken.
+        let whole = state_file(Group::Stream, &entries);
+        let other = statefile::parse(&whole, Group::Http, &wanted);
+        prop_assert_eq!(other.is_err(), !entries.is_empty());
+    }
+
+    /// The admin query: parsed or refused with one printable line, for
+    /// any bytes around the known keys.
+    #[test]
+    fn admin_query_any_bytes(parts in vec(prop_oneof![
+                                 Just(b"upstream=".to_vec()), Just(b"peer=".to_vec()),
+                                 Just(b"server=".to_vec()), Just(b"action=".to_vec()),
+                                 Just(b"group=".to_vec()), Just(b"&".to_vec()),
+                                 Just(b"disable".to_vec()), Just(b"http".to_vec()),
+                                 vec(any::<u8>(), 0..6)], 0..16)) {
+        let q: Vec<u8> = parts.concat();
+        match parse_admin_query(&q) {
+            Ok(r) => {
+                prop_assert!(!r.upstream.is_empty());
+            }
+            Err(e) => prop_assert!(
+                !e.is_empty() && e.bytes().all(|b| (0x20..0x7f).contains(&b)),
+                "{:?}", e
+            ),
+        }
+    }
+}
+
+/// A hostile file of a million peer lines is read within the bounds the
+/// caller sets (it is larger than `max_file_bytes` for a small
+/// configuration) and, if handed over anyway, keeps only what is wanted.
+#[test]
+fn state_file_million_lines() {
+    let line = "peer http 0000000000000001 1 0 0 0 web 10.0.0.1:80 10.0.0.1:80\n";
+    let mut f = format!("{}\n", statefile::MAGIC).into_bytes();
+    for _ in 0..1_000_000 {
+        f.extend_from_slice(line.as_bytes());
+    }
+    f.extend_from_slice(b"end 1000000\n");
+    assert!(f.len() > statefile::max_file_bytes(100));
+    let wanted = HashMap::from([(1u64, 2usize)]);
+    let mut r = statefile::parse(&f, Group::Http, &wanted).unwrap();
+    assert_eq!((r.lines, r.kept), (1_000_000, 2));
+    assert!(r.take(1).is_some() && r.take(1).is_some() && r.take(1).is_none());
+}

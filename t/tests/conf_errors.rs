@@ -693,6 +693,51 @@ fn single_value_directives() {
 }
 
 #[test]
+fn check_state_file_arguments() {
+    let top: &[Ctx] = &[Ctx::Http, Ctx::Stream];
+    check_bad(&[
+        Bad {
+            ctxs: top,
+            snippet: "check_state_file \"\";",
+            server: TCP_SERVER,
+            all: &["invalid value \"\" in \"check_state_file\" directive: the path is empty"],
+            any: &[],
+        },
+        Bad {
+            ctxs: top,
+            snippet: "check_state_file /var/lib/;",
+            server: TCP_SERVER,
+            all: &[
+                "invalid value \"/var/lib/\" in \"check_state_file\" directive: the path \
+                    names a directory, not a file",
+            ],
+            any: &[],
+        },
+        Bad {
+            ctxs: top,
+            snippet: "check_state_file a; check_state_file b;",
+            server: TCP_SERVER,
+            all: &["\"check_state_file\" directive is duplicate"],
+            any: &[],
+        },
+        Bad {
+            ctxs: top,
+            snippet: "check_state_file a b;",
+            server: TCP_SERVER,
+            all: &["invalid number of arguments in \"check_state_file\" directive"],
+            any: &[],
+        },
+        Bad {
+            ctxs: &[Ctx::HttpServer, Ctx::StreamServer, Ctx::HttpUpstream],
+            snippet: "check_state_file a;",
+            server: TCP_SERVER,
+            all: &["\"check_state_file\" directive is not allowed here"],
+            any: &[],
+        },
+    ]);
+}
+
+#[test]
 fn healthcheck_admin_arguments() {
     let loc: &[Ctx] = &[Ctx::HttpLocation];
     check_bad(&[
@@ -807,6 +852,7 @@ fn valid_configurations_pass() {
         (loc, "healthcheck_status json;"),
         (loc, "healthcheck_status prometheus;"),
         (loc, "healthcheck_admin;"),
+        (top, "check_state_file logs/healthcheck.state;"),
     ]);
 }
 

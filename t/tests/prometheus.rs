@@ -553,7 +553,11 @@ fn tcp_peer_costs_at_most_1500_bytes_on_the_default_page() {
     // bounded on their own.
     let upstream_bytes: usize = page
         .lines()
-        .filter(|l| UPSTREAM_FAMILIES.iter().any(|f| l.starts_with(&format!("{f}{{"))))
+        .filter(|l| {
+            UPSTREAM_FAMILIES
+                .iter()
+                .any(|f| l.starts_with(&format!("{f}{{")))
+        })
         .map(|l| l.len() + 1)
         .sum();
     let per_upstream = upstream_bytes / PEERS;
