@@ -219,10 +219,70 @@ pub unsafe extern "C" fn ngx_upstream_check_state_file(
             |cf, c, args| {
                 let v = args.first().copied().unwrap_or_default();
                 let prefix = prefix_of(cf);
-                c.state_file = Some(cc::parse_state_file(v, prefix).map_err(|e| e.to_string())?);
+                let path = cc::parse_state_file(v, prefix).map_err(|e| e.to_string())?;
+                // Each context writes its own file: refuse the path the
+                // other context (parsed before this one) already has.
+                // SAFETY: a directive handler's configuration.
+                if let Some(other) = other_state_file(cf) {
+                    if other.1 == path.as_slice() {
+                        return Err(format!(
+                            "invalid value \"{}\" in \"check_state_file\" directive: the {} \
+                             context uses this file already; give http and stream their own",
+                            String::from_utf8_lossy(v),
+                            other.0.as_str()
+                        ));
+                    }
+                }
+                c.state_file = Some(path);
                 Ok(())
             },
         )
+    }
+}
+
+/// The other context's `check_state_file` (stream's when parsing http,
+/// http's when parsing stream), if its block was parsed already.
+///
+/// # Safety
+/// `cf` is the configuration being parsed, inside the http or stream block.
+unsafe fn other_state_file(cf: &ngx_conf_t) -> Option<(Group, &[u8])> {
+    use ngx::ffi::{
+        ngx_http_conf_ctx_t, ngx_http_module, ngx_stream_conf_ctx_t, ngx_stream_module,
+        NGX_HTTP_MODULE,
+    };
+    let other = if cf.module_type == NGX_HTTP_MODULE as usize {
+        Group::Stream
+    } else {
+        Group::Http
+    };
+    // SAFETY: the cycle's conf_ctx has one entry per core module, NULL
+    // until its block is parsed; the block's ctx holds its main_conf
+    // array, where our module's entry is our `MainConf`.
+    unsafe {
+        let cycle = cf.cycle.as_ref()?;
+        let (index, ctx_index) = match other {
+            Group::Http => (
+                ngx_http_module.index,
+                (*ptr::addr_of!(crate::ngx_http_upstream_check_module)).ctx_index,
+            ),
+            Group::Stream => (
+                ngx_stream_module.index,
+                (*ptr::addr_of!(crate::ngx_stream_upstream_check_module)).ctx_index,
+            ),
+        };
+        let ctx = (*cycle.conf_ctx.add(index)).cast::<c_void>();
+        if ctx.is_null() {
+            return None;
+        }
+        let main_conf = match other {
+            Group::Http => (*ctx.cast::<ngx_http_conf_ctx_t>()).main_conf,
+            Group::Stream => (*ctx.cast::<ngx_stream_conf_ctx_t>()).main_conf,
+        };
+        if main_conf.is_null() {
+            return None;
+        }
+        let mcf = (*main_conf.add(ctx_index)).cast::<MainConf>();
+        mcf.as_ref()?.state_file.as_deref().map(|p| (other, p))
     }
 }
 

@@ -735,6 +735,28 @@ fn check_state_file_arguments() {
             any: &[],
         },
     ]);
+    // One file for both contexts: refused in the one parsed second.
+    check_placed_bad(&[Placed {
+        places: vec![
+            (Ctx::Http, "check_state_file logs/hc.state;".into()),
+            (Ctx::Stream, "check_state_file logs/hc.state;".into()),
+        ],
+        all: vec![
+            "invalid value \"logs/hc.state\" in \"check_state_file\" directive: the http \
+             context uses this file already; give http and stream their own"
+                .into(),
+        ],
+        any: &[],
+    }]);
+    // Different files: fine.
+    check_placed_good(&[Placed {
+        places: vec![
+            (Ctx::Http, "check_state_file logs/http.state;".into()),
+            (Ctx::Stream, "check_state_file logs/stream.state;".into()),
+        ],
+        all: Vec::new(),
+        any: &[],
+    }]);
 }
 
 #[test]
