@@ -250,6 +250,25 @@ fn admin_answers_and_errors() {
     poll_status_json(port, ROUNDS, "down by its check", |s| {
         s.is_down(Kind::Http, "web", &b)
     });
+    // Now stable (a disabled, b refusing): every format says the upstream
+    // has no selectable peer. HTML flags it; Prometheus counts its peers
+    // up (the disabled one is up by its check).
+    let html = http_get(port, "/status?format=html").unwrap().text();
+    let line = html
+        .lines()
+        .find(|l| l.starts_with("<tr class=\"upstream") && l.contains("<td>http</td>"))
+        .unwrap_or_else(|| panic!("no http upstream line: {html}"));
+    assert!(
+        line.contains("stranded") && line.contains("no selectable peer"),
+        "{line}"
+    );
+    let prom = http_get(port, "/status?format=prometheus").unwrap().text();
+    let peers_up: Vec<String> = healthcheck_t::page::parse_prom(&prom)
+        .into_iter()
+        .filter(|s| s.name == "nginx_upstream_peers_up" && s.label("upstream_type") == Some("http"))
+        .map(|s| s.value)
+        .collect();
+    assert_eq!(peers_up, ["1"], "{prom}");
     let v = json(&post(
         port,
         &format!("upstream=web&peer={b}&action=up&group=http"),
