@@ -463,7 +463,11 @@ fn disabled_peer_gets_no_traffic_in_any_balancer() {
     let stream_ports: Vec<u16> = (0..2 * STREAM_BALANCERS.len())
         .map(|_| healthcheck_t::free_port())
         .collect();
-    let mut ng = Nginx::start(&balancers_conf(port, &b1, &b2, &stream_ports));
+    // Two workers: the one that takes the admin request and the other see
+    // the same shared state.
+    let mut ng = Nginx::builder()
+        .workers(2)
+        .start(&balancers_conf(port, &b1, &b2, &stream_ports));
     let a = b1.addr();
     let all_up = |s: &Status| {
         s.peers(Kind::Http)
