@@ -164,6 +164,8 @@ unsafe fn init_zone_data(zone: *mut ngx_shm_zone_t, old: *mut c_void) -> ngx_int
     zone::fill(new.slots(), old_slots, &plan.identities, &plan.default_down);
     if let (None, Some(path)) = (old, plan.state_file.as_deref()) {
         crate::statefile::restore(zone.shm.log, path, plan.group, new.slots());
+        // Saved state is a change like any other (stock mode applies it).
+        new.header().note_change();
     }
     zone.data = mem;
     NGX_OK as ngx_int_t
