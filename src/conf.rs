@@ -32,6 +32,8 @@ pub struct MainConf {
     /// configuration order (`crate::match_block`).
     pub matches: Vec<std::rc::Rc<crate::match_block::CompiledMatch>>,
     pub matches_loc: Vec<ConfLoc>,
+    /// `check_state_file`: the full path.
+    pub state_file: Option<Vec<u8>>,
 }
 
 impl Default for MainConf {
@@ -42,6 +44,7 @@ impl Default for MainConf {
             zone: ptr::null_mut(),
             matches: Vec::new(),
             matches_loc: Vec::new(),
+            state_file: None,
         }
     }
 }
@@ -93,6 +96,8 @@ pub struct UpsConf {
 #[derive(Default)]
 pub struct LocConf {
     pub status: Option<cc::StatusConf>,
+    /// `healthcheck_admin`.
+    pub admin: bool,
 }
 
 fn emerg(cf: *mut ngx_conf_t, msg: &str) -> *mut c_char {
@@ -228,6 +233,99 @@ pub unsafe extern "C" fn ngx_upstream_check_shm_size(
     }
 }
 
+/// `check_state_file PATH;` in http or stream.
+pub unsafe extern "C" fn ngx_upstream_check_state_file(
+    cf: *mut ngx_conf_t,
+    _cmd: *mut ngx_command_t,
+    conf: *mut c_void,
+) -> *mut c_char {
+    // SAFETY: nginx's directive contract.
+    unsafe {
+        directive::<MainConf>(
+            cf,
+            conf,
+            |c| c.state_file.is_some(),
+            |cf, c, args| {
+                let v = args.first().copied().unwrap_or_default();
+                let prefix = prefix_of(cf);
+                let path = cc::parse_state_file(v, prefix).map_err(|e| e.to_string())?;
+                // Each context writes its own file: refuse the path the
+                // other context (parsed before this one) already has.
+                // SAFETY: a directive handler's configuration.
+                if let Some(other) = other_state_file(cf) {
+                    if other.1 == path.as_slice() {
+                        return Err(format!(
+                            "invalid value \"{}\" in \"check_state_file\" directive: the {} \
+                             context uses this file already; give http and stream their own",
+                            String::from_utf8_lossy(v),
+                            other.0.as_str()
+                        ));
+                    }
+                }
+                c.state_file = Some(path);
+                Ok(())
+            },
+        )
+    }
+}
+
+/// The other context's `check_state_file` (stream's when parsing http,
+/// http's when parsing stream), if its block was parsed already.
+///
+/// # Safety
+/// `cf` is the configuration being parsed, inside the http or stream block.
+unsafe fn other_state_file(cf: &ngx_conf_t) -> Option<(Group, &[u8])> {
+    use ngx::ffi::{
+        ngx_http_conf_ctx_t, ngx_http_module, ngx_stream_conf_ctx_t, ngx_stream_module,
+        NGX_HTTP_MODULE,
+    };
+    let other = if cf.module_type == NGX_HTTP_MODULE as usize {
+        Group::Stream
+    } else {
+        Group::Http
+    };
+    // SAFETY: the cycle's conf_ctx has one entry per core module, NULL
+    // until its block is parsed; the block's ctx holds its main_conf
+    // array, where our module's entry is our `MainConf`.
+    unsafe {
+        let cycle = cf.cycle.as_ref()?;
+        let (index, ctx_index) = match other {
+            Group::Http => (
+                ngx_http_module.index,
+                (*ptr::addr_of!(crate::ngx_http_upstream_check_module)).ctx_index,
+            ),
+            Group::Stream => (
+                ngx_stream_module.index,
+                (*ptr::addr_of!(crate::ngx_stream_upstream_check_module)).ctx_index,
+            ),
+        };
+        let ctx = (*cycle.conf_ctx.add(index)).cast::<c_void>();
+        if ctx.is_null() {
+            return None;
+        }
+        let main_conf = match other {
+            Group::Http => (*ctx.cast::<ngx_http_conf_ctx_t>()).main_conf,
+            Group::Stream => (*ctx.cast::<ngx_stream_conf_ctx_t>()).main_conf,
+        };
+        if main_conf.is_null() {
+            return None;
+        }
+        let mcf = (*main_conf.add(ctx_index)).cast::<MainConf>();
+        mcf.as_ref()?.state_file.as_deref().map(|p| (other, p))
+    }
+}
+
+/// nginx's prefix (`-p`), which relative paths are under.
+fn prefix_of(cf: &ngx_conf_t) -> &[u8] {
+    // SAFETY: a configuration being parsed belongs to a live cycle whose
+    // prefix is set before any directive.
+    unsafe {
+        cf.cycle
+            .as_ref()
+            .map_or(&[][..], |c| crate::ffi::str_bytes(&c.prefix))
+    }
+}
+
 /// `healthcheck_status [format];` in a location.
 ///
 /// # Safety
@@ -240,7 +338,35 @@ pub unsafe fn set_status(cf: *mut ngx_conf_t, conf: *mut c_void) -> *mut c_char 
             conf,
             |c| c.status.is_some(),
             |_, c, args| {
+                if c.admin {
+                    return Err(ONE_HANDLER.into());
+                }
                 c.status = Some(cc::parse_status_directive(args).map_err(|e| e.to_string())?);
+                Ok(())
+            },
+        )
+    }
+}
+
+const ONE_HANDLER: &str =
+    "\"healthcheck_status\" and \"healthcheck_admin\" cannot share a location";
+
+/// `healthcheck_admin;` in a location.
+///
+/// # Safety
+/// nginx's directive contract; `conf` points to our `LocConf`.
+pub unsafe fn set_admin(cf: *mut ngx_conf_t, conf: *mut c_void) -> *mut c_char {
+    // SAFETY: nginx's directive contract.
+    unsafe {
+        directive::<LocConf>(
+            cf,
+            conf,
+            |c| c.admin,
+            |_, c, _| {
+                if c.status.is_some() {
+                    return Err(ONE_HANDLER.into());
+                }
+                c.admin = true;
                 Ok(())
             },
         )
@@ -507,6 +633,8 @@ pub unsafe fn finish_context<U: UpstreamBlock>(
     let plan = ZonePlan {
         identities: layout.identities,
         default_down: layout.default_down,
+        group,
+        state_file: mcf.state_file.clone(),
     };
     // SAFETY: the configuration's pool lives as long as the zone's use of
     // the plan (the zone's `init` reads it while this cycle is set up).

@@ -165,6 +165,30 @@ pub unsafe extern "C" fn ngx_http_healthcheck_status(
     })
 }
 
+pub unsafe extern "C" fn ngx_http_healthcheck_admin(
+    cf: *mut ngx_conf_t,
+    _cmd: *mut ngx_command_t,
+    conf: *mut c_void,
+) -> *mut c_char {
+    // SAFETY: nginx passes the configuration being parsed.
+    let log = unsafe { (*cf).log };
+    ffi::guard(log, "healthcheck_admin", NGX_CONF_ERROR, || {
+        // SAFETY: nginx's directive contract.
+        let rv = unsafe { conf::set_admin(cf, conf) };
+        if rv != NGX_CONF_OK {
+            return rv;
+        }
+        // SAFETY: as in `ngx_http_healthcheck_status`.
+        unsafe {
+            let ctx = (*cf).ctx.cast::<ngx_http_conf_ctx_t>();
+            let clcf = (*(*ctx).loc_conf.add(ngx_http_core_module.ctx_index))
+                .cast::<ngx_http_core_loc_conf_t>();
+            (*clcf).handler = Some(crate::admin::ngx_http_healthcheck_admin_handler);
+        }
+        NGX_CONF_OK
+    })
+}
+
 pub unsafe extern "C" fn ngx_http_upstream_check_init_module(cycle: *mut ngx_cycle_t) -> ngx_int_t {
     // SAFETY: nginx passes the cycle being initialised.
     let Some(cycle) = (unsafe { cycle.as_ref() }) else {

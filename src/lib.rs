@@ -6,6 +6,7 @@
 #![allow(non_upper_case_globals)]
 #![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
 
+mod admin;
 mod check;
 mod conf;
 mod entry;
@@ -17,6 +18,7 @@ mod process;
 mod regex;
 mod selection;
 mod shm;
+mod statefile;
 mod status;
 mod tls;
 mod upstream;
@@ -69,7 +71,7 @@ const fn command(
     }
 }
 
-static mut HTTP_COMMANDS: [ngx_command_t; 23] = [
+static mut HTTP_COMMANDS: [ngx_command_t; 25] = [
     command(
         ngx_string!("check_http_send"),
         NGX_HTTP_UPS_CONF | NGX_CONF_TAKE1,
@@ -191,9 +193,21 @@ static mut HTTP_COMMANDS: [ngx_command_t; 23] = [
         NGX_HTTP_MAIN_CONF_OFFSET,
     ),
     command(
+        ngx_string!("check_state_file"),
+        NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE1,
+        conf::ngx_upstream_check_state_file,
+        NGX_HTTP_MAIN_CONF_OFFSET,
+    ),
+    command(
         ngx_string!("healthcheck_status"),
         NGX_HTTP_LOC_CONF | NGX_CONF_NOARGS | NGX_CONF_TAKE12,
         ngx_http_healthcheck_status,
+        NGX_HTTP_LOC_CONF_OFFSET,
+    ),
+    command(
+        ngx_string!("healthcheck_admin"),
+        NGX_HTTP_LOC_CONF | NGX_CONF_NOARGS,
+        ngx_http_healthcheck_admin,
         NGX_HTTP_LOC_CONF_OFFSET,
     ),
     command(
@@ -230,7 +244,7 @@ static STREAM_CTX: ngx_stream_module_t = ngx_stream_module_t {
     merge_srv_conf: None,
 };
 
-static mut STREAM_COMMANDS: [ngx_command_t; 22] = [
+static mut STREAM_COMMANDS: [ngx_command_t; 23] = [
     command(
         ngx_string!("check_http_send"),
         NGX_STREAM_UPS_CONF | NGX_CONF_TAKE1,
@@ -349,6 +363,12 @@ static mut STREAM_COMMANDS: [ngx_command_t; 22] = [
         ngx_string!("check_shm_size"),
         NGX_STREAM_MAIN_CONF | NGX_CONF_TAKE1,
         conf::ngx_upstream_check_shm_size,
+        NGX_STREAM_MAIN_CONF_OFFSET,
+    ),
+    command(
+        ngx_string!("check_state_file"),
+        NGX_STREAM_MAIN_CONF | NGX_CONF_TAKE1,
+        conf::ngx_upstream_check_state_file,
         NGX_STREAM_MAIN_CONF_OFFSET,
     ),
     command(

@@ -33,6 +33,11 @@ struct State {
     /// into `worker`.
     #[expect(dead_code, reason = "owned for Drop only")]
     probers: Vec<Prober>,
+    /// `check_state_file` writers (worker 0 only); held for their `Drop`,
+    /// which writes the file a last time. Dropped before the worker state
+    /// they were built from.
+    #[expect(dead_code, reason = "owned for Drop only")]
+    writers: Vec<crate::statefile::StateWriter>,
     worker: Worker,
 }
 
@@ -129,7 +134,27 @@ pub unsafe fn init(cycle: &ngx_cycle_t) {
     };
     worker.http.settle_fail_open(cycle.log);
     worker.stream.settle_fail_open(cycle.log);
-    replace(cycle.log, Some(State { probers, worker }));
+    // SAFETY: per the contract.
+    let writers = if unsafe { worker_slot(cycle) }.0 == 0 {
+        [Group::Http, Group::Stream]
+            .into_iter()
+            .filter_map(|g| {
+                let ctx = worker.context(g);
+                let path = ctx.state_file.as_deref()?;
+                crate::statefile::StateWriter::start(g, ctx, path, cycle.log)
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    replace(
+        cycle.log,
+        Some(State {
+            probers,
+            writers,
+            worker,
+        }),
+    );
 }
 
 /// A single-process nginx re-read its configuration in place: a new cycle
@@ -231,7 +256,9 @@ unsafe fn build_worker(cycle: &ngx_cycle_t) -> Worker {
         let zone = unsafe { mcf.as_ref().and_then(|m| Zone::from_shm_zone(m.zone)) };
         // SAFETY: as above.
         let matches = unsafe { mcf.as_ref() }.map_or(&[][..], |m| &m.matches[..]);
-        let ctx = Context::new(zone, &ups, matches);
+        let mut ctx = Context::new(zone, &ups, matches);
+        // SAFETY: as above.
+        ctx.state_file = unsafe { mcf.as_ref() }.and_then(|m| m.state_file.clone());
         match proto {
             Group::Http => w.http = ctx,
             Group::Stream => w.stream = ctx,

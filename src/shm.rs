@@ -77,6 +77,10 @@ impl Zone {
 pub struct ZonePlan {
     pub identities: Vec<u64>,
     pub default_down: Vec<bool>,
+    pub group: healthcheck_core::status::Group,
+    /// `check_state_file`: read when the zone starts without a previous
+    /// one (a start or a binary upgrade, not a reload).
+    pub state_file: Option<Vec<u8>>,
 }
 
 /// `ngx_shm_zone_t.init`: create the header and slots in a fresh zone and
@@ -158,6 +162,11 @@ unsafe fn init_zone_data(zone: *mut ngx_shm_zone_t, old: *mut c_void) -> ngx_int
 
     let old_slots = old.as_ref().map_or(&[][..], Zone::slots);
     zone::fill(new.slots(), old_slots, &plan.identities, &plan.default_down);
+    if let (None, Some(path)) = (old, plan.state_file.as_deref()) {
+        crate::statefile::restore(zone.shm.log, path, plan.group, new.slots());
+        // Saved state is a change like any other (stock mode applies it).
+        new.header().note_change();
+    }
     zone.data = mem;
     NGX_OK as ngx_int_t
 }

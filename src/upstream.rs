@@ -28,6 +28,8 @@ pub struct PeerRef {
     pub socklen: socklen_t,
     /// The server's configured weight.
     pub weight: u32,
+    /// In the upstream's backup list.
+    pub backup: bool,
     /// The peer's `down` field, which stock mode sets and clears.
     pub down: *mut ngx_uint_t,
     /// Index of its list in `UpstreamRef::lists`.
@@ -139,6 +141,7 @@ macro_rules! walk {
             let mut lists = Vec::new();
             let mut locks = Vec::new();
             let mut group = uscf.peer.data as *mut $peers_t;
+            let mut backup = false;
             while let Some(g) = group.as_mut().filter(|_| c.check.is_some()) {
                 let list = lists.len() as u32;
                 lists.push(group as *const c_void);
@@ -157,6 +160,7 @@ macro_rules! walk {
                             sockaddr: peer.sockaddr,
                             socklen: peer.socklen,
                             weight: u32::try_from(peer.weight).unwrap_or(u32::MAX),
+                            backup,
                             down: core::ptr::addr_of_mut!(peer.down),
                             list,
                         });
@@ -164,6 +168,7 @@ macro_rules! walk {
                     p = peer.next;
                 }
                 group = g.next;
+                backup = true;
             }
             out.push(UpstreamRef {
                 name: uscf.host,

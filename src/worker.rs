@@ -109,6 +109,8 @@ pub struct Context {
     /// The list last asked about and whether it is in `lists` (balancers
     /// ask about every peer of one list in a row).
     last_list: Cell<(usize, bool)>,
+    /// `check_state_file` of the context (full path).
+    pub state_file: Option<Vec<u8>>,
     /// Per checked upstream: what stock mode and `passive_fall` need.
     sels: Vec<Selection>,
     /// `srv conf address -> index in sels`.
@@ -289,6 +291,7 @@ impl Context {
             map,
             lists,
             last_list: Cell::new((0, false)),
+            state_file: None,
             sels,
             sel_map: PtrMap::new(sel_map),
         }

@@ -34,7 +34,8 @@ pub use context::{
     UpstreamFacts, ZoneLayout,
 };
 pub use directives::{
-    parse_fail_open, parse_keepalive_requests, parse_shm_size, parse_status_directive,
+    parse_fail_open, parse_keepalive_requests, parse_shm_size, parse_state_file,
+    parse_status_directive,
     parse_vnswrr, StatusConf, VnswrrConf,
 };
 pub use escape::unescape;

@@ -1,6 +1,7 @@
 //! Pure logic of nginx-healthcheck. No nginx symbols, no `unsafe`, no I/O,
 //! no clocks: callers pass `now` and randomness in.
 #![forbid(unsafe_code)]
+pub mod admin;
 pub mod conf;
 pub mod health;
 pub mod http;
@@ -9,6 +10,7 @@ pub mod matcher;
 pub mod ptrmap;
 pub mod reason;
 pub mod schedule;
+pub mod statefile;
 pub mod status;
 pub mod timing;
 pub mod tls;

@@ -237,7 +237,7 @@ fn parse_refresh(v: &[u8]) -> Option<u32> {
     }
 }
 
-fn percent_decode(s: &[u8]) -> Vec<u8> {
+pub(crate) fn percent_decode(s: &[u8]) -> Vec<u8> {
     fn hex(b: u8) -> Option<u8> {
         match b {
             b'0'..=b'9' => Some(b - b'0'),
@@ -268,7 +268,7 @@ fn percent_decode(s: &[u8]) -> Vec<u8> {
 
 /// A value shown inside an error line: printable ASCII kept, `"` and `\`
 /// backslash-escaped, every other byte as `\xNN`, at most 64 input bytes.
-fn printable(v: &[u8]) -> String {
+pub(crate) fn printable(v: &[u8]) -> String {
     const MAX: usize = 64;
     let mut s = String::new();
     for &b in v.iter().take(MAX) {
@@ -312,6 +312,18 @@ pub struct PeerRow<'a> {
     pub upstream: &'a [u8],
     /// Peer address as nginx shows it (`127.0.0.1:8081`, `[::1]:80`, `unix:/x`).
     pub name: &'a [u8],
+    /// The `server` line's name as written (`backend.test:8080`), raw bytes.
+    pub server: &'a [u8],
+    /// A `backup` server.
+    pub backup: bool,
+    /// The server's `weight`.
+    pub weight: u32,
+    /// Kept out of selection by an operator (`healthcheck_admin`
+    /// `action=disable`) until enabled again; its checks go on.
+    pub disabled: bool,
+    /// Its upstream fails open (every peer of an upstream carries the
+    /// same value): a down peer may be selected.
+    pub fail_open: bool,
     pub up: bool,
     /// Current consecutive successes.
     pub rise: u32,
@@ -364,6 +376,66 @@ pub struct PeerRow<'a> {
     pub duration_count: u64,
 }
 
+/// One upstream's summary: JSON `upstreams`, the HTML page's upstream
+/// lines and the per-upstream Prometheus families. It counts **all** the
+/// upstream's checked peers, whatever `?status=` prints: an upstream left
+/// with no selectable peer must show as such on a filtered page too.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UpstreamSummary<'a> {
+    pub group: Group,
+    pub name: &'a [u8],
+    /// Checked peers (primary and backup).
+    pub peers: u64,
+    /// Peers whose check says up (disabled ones included).
+    pub up: u64,
+    pub down: u64,
+    /// Peers an operator disabled.
+    pub disabled: u64,
+    /// Peers selection may pick: not disabled, and up or failing open.
+    pub selectable: u64,
+    /// The upstream fails open (a down peer may be selected).
+    pub fail_open: bool,
+}
+
+/// The summaries of the upstreams of `rows`, in the order each upstream
+/// first appears (the status page passes rows http first, each upstream's
+/// peers together).
+pub fn summarize<'a>(rows: &[PeerRow<'a>]) -> Vec<UpstreamSummary<'a>> {
+    let mut out: Vec<UpstreamSummary<'a>> = Vec::new();
+    let mut at: std::collections::HashMap<(Group, &'a [u8]), usize> =
+        std::collections::HashMap::new();
+    for r in rows {
+        let last = out.len().checked_sub(1);
+        let i = match last.filter(|&i| out[i].group == r.group && out[i].name == r.upstream) {
+            Some(i) => i,
+            None => *at.entry((r.group, r.upstream)).or_insert_with(|| {
+                out.push(UpstreamSummary {
+                    group: r.group,
+                    name: r.upstream,
+                    peers: 0,
+                    up: 0,
+                    down: 0,
+                    disabled: 0,
+                    selectable: 0,
+                    fail_open: false,
+                });
+                out.len() - 1
+            }),
+        };
+        let u = &mut out[i];
+        u.peers += 1;
+        if r.up {
+            u.up += 1;
+        } else {
+            u.down += 1;
+        }
+        u.disabled += u64::from(r.disabled);
+        u.selectable += u64::from(!r.disabled && (r.up || r.fail_open));
+        u.fail_open |= r.fail_open;
+    }
+    out
+}
+
 /// Page-wide values.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Meta {
@@ -405,8 +477,9 @@ pub fn render_with(
     out: &mut Vec<u8>,
 ) {
     let counts = Counts::of(rows, query.filter);
+    let upstreams = summarize(rows);
     out.reserve(estimate(format, rows));
-    let mut page = Renderer::new(format, query, meta, counts, out);
+    let mut page = Renderer::new(format, query, meta, counts, &upstreams, out);
     for pass in 0..page.passes() {
         page.rows(pass, printed_all(rows, None), out);
     }
@@ -418,7 +491,8 @@ pub fn render_with(
 /// so proxied requests are not held up behind a 10 000-peer page).
 ///
 /// Use: [`Renderer::new`] (writes the head, so `counts` must be the
-/// [`Counts::of`] the rows that will be fed, under the same filter), then
+/// [`Counts::of`] the rows that will be fed, under the same filter, and
+/// `upstreams` their [`summarize`]), then
 /// for each pass in `0..passes()` feed every row, in any number of
 /// [`Renderer::rows`] calls, in page order (all http rows, then all stream
 /// rows; each group in `index` order), then [`Renderer::finish`]. Rows the
@@ -444,6 +518,8 @@ pub struct Renderer {
     /// Prometheus: the current pass's family header is written (a family
     /// that not every peer has writes it before its first sample).
     headed: bool,
+    /// JSON: the `upstreams` list, rendered at the start, written last.
+    tail: Vec<u8>,
 }
 
 impl Renderer {
@@ -453,13 +529,18 @@ impl Renderer {
         query: &Query,
         meta: &Meta,
         counts: Counts,
+        upstreams: &[UpstreamSummary],
         out: &mut Vec<u8>,
     ) -> Renderer {
+        let mut tail = Vec::new();
         match format {
-            Format::Html => html::head(query, meta, &counts, out),
+            Format::Html => html::head(query, meta, &counts, upstreams, out),
             Format::Csv => csv::head(out),
-            Format::Json => json::head(meta, &counts, out),
-            Format::Prometheus => prom::head(meta, &counts, out),
+            Format::Json => {
+                json::head(meta, &counts, out);
+                json::upstreams(upstreams, &mut tail);
+            }
+            Format::Prometheus => prom::head(meta, &counts, upstreams, out),
         }
         Renderer {
             format,
@@ -473,6 +554,7 @@ impl Renderer {
             ends: Vec::new(),
             cursor: 0,
             headed: false,
+            tail,
         }
     }
 
@@ -536,7 +618,7 @@ impl Renderer {
             Format::Json => {
                 self.enter_all(2, out);
                 self.close(out);
-                json::tail(out);
+                json::tail(&self.tail, out);
             }
             Format::Html => {
                 self.enter_all(2, out);

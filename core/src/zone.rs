@@ -152,6 +152,10 @@ pub struct Snapshot {
     pub last_duration: u32,
     pub http_status: u32,
     pub tls_resumed: u64,
+    /// `admin::*` bits.
+    pub admin: u32,
+    /// 1 while the peer's upstream fails open.
+    pub fail_open: u32,
     pub failures: [u64; REASONS],
     pub buckets: [u64; DURATION_SLOTS],
 }
@@ -160,6 +164,11 @@ impl Snapshot {
     /// The last failure's reason, if any.
     pub fn last_reason(&self) -> Option<Reason> {
         Reason::from_stored(self.last_reason)
+    }
+
+    /// Whether an operator disabled the peer.
+    pub fn disabled(&self) -> bool {
+        self.admin & admin::DISABLED != 0
     }
 
     /// The last HTTP status code seen, if any.
@@ -330,6 +339,59 @@ impl Slot {
         }
     }
 
+    /// Set the health state now (an operator's `down` or `up`), as if
+    /// `fall` or `rise` had just been reached: the consecutive counts start
+    /// over, and a change is timed as a round's flip is (`last_change`,
+    /// `down_since`). Later rounds go on from there and may flip it back.
+    /// Returns whether the state changed.
+    ///
+    /// A round recorded at the same moment by the worker holding the
+    /// peer's lease may overwrite the counts: the last writer wins, as
+    /// between two rounds.
+    pub fn set_health(&self, up: bool, now_unix_ms: u64) -> bool {
+        let r = Ordering::Relaxed;
+        let seq = self.write_begin();
+        let changed = (self.up.load(r) != 0) != up;
+        self.rise.store(0, r);
+        self.fall.store(0, r);
+        if changed {
+            self.up.store(u32::from(up), Ordering::Release);
+            self.last_change.store(now_unix_ms, r);
+            self.down_since.store(if up { 0 } else { now_unix_ms }, r);
+        }
+        self.write_end(seq);
+        changed
+    }
+
+    /// Take a saved state (`check_state_file`) into a slot that
+    /// [`fill`] just made new: health, admin bits and change times as
+    /// saved, the consecutive counts from zero.
+    pub fn restore(&self, saved: &crate::statefile::Entry) {
+        let r = Ordering::Relaxed;
+        self.up.store(u32::from(saved.up), r);
+        self.admin.store(saved.admin & admin::DISABLED, r);
+        self.last_change.store(saved.last_change, r);
+        self.down_since
+            .store(if saved.up { 0 } else { saved.down_since.max(1) }, r);
+        self.rise.store(0, r);
+        self.fall.store(0, r);
+    }
+
+    /// Set or clear `admin::DISABLED`; returns whether it changed.
+    pub fn set_disabled(&self, disabled: bool) -> bool {
+        let before = if disabled {
+            self.admin.fetch_or(admin::DISABLED, Ordering::AcqRel)
+        } else {
+            self.admin.fetch_and(!admin::DISABLED, Ordering::AcqRel)
+        };
+        (before & admin::DISABLED != 0) != disabled
+    }
+
+    /// Whether an operator disabled the peer.
+    pub fn disabled(&self) -> bool {
+        self.admin.load(Ordering::Relaxed) & admin::DISABLED != 0
+    }
+
     /// A consistent copy of the statistics. A writer that died mid-update
     /// leaves `seq` odd for good: after a few tries the copy is taken as it
     /// is rather than spinning.
@@ -356,6 +418,8 @@ impl Slot {
                 last_duration: self.last_duration.load(r),
                 http_status: self.http_status.load(r),
                 tls_resumed: u64::from(self.tls_resumed.load(r)),
+                admin: self.admin.load(r),
+                fail_open: self.fail_open.load(r),
                 failures: core::array::from_fn(|i| u64::from(self.failures[i].load(r))),
                 buckets: core::array::from_fn(|i| u64::from(self.duration_buckets[i].load(r))),
             };
@@ -500,6 +564,84 @@ mod tests {
         s.up.store(1, Ordering::Relaxed);
         s.fail_open.store(0, Ordering::Relaxed);
         assert!(s.vetoed(), "a disabled peer stays out while up");
+    }
+
+    #[test]
+    fn set_health_times_a_change_like_a_flip() {
+        let s = slot();
+        s.record(RoundResult::Up { delay_ms: 1 }, 1, (3, 3), 5, None);
+        assert_eq!(s.snapshot().rise, 1);
+        // Same state: nothing timed, counts start over.
+        assert!(!s.set_health(true, 10));
+        let snap = s.snapshot();
+        assert_eq!(
+            (snap.up, snap.rise, snap.fall, snap.last_change),
+            (true, 0, 0, 0)
+        );
+        assert!(s.set_health(false, 20));
+        let snap = s.snapshot();
+        assert_eq!(
+            (snap.up, snap.last_change, snap.down_since),
+            (false, 20, 20)
+        );
+        assert!(s.vetoed());
+        assert!(!s.set_health(false, 30));
+        assert_eq!(s.snapshot().down_since, 20, "still down since the change");
+        // Later rounds go on from there: `rise` successes bring it back.
+        for t in 31..33 {
+            assert_eq!(
+                s.record(RoundResult::Up { delay_ms: 1 }, 1, (3, 3), t, None),
+                None
+            );
+        }
+        let flip = s.record(RoundResult::Up { delay_ms: 1 }, 1, (3, 3), 33, None);
+        assert_eq!(flip.map(|f| f.transition), Some(Transition::WentUp));
+        assert!(s.set_health(false, 40));
+        assert!(s.set_health(true, 50));
+        let snap = s.snapshot();
+        assert_eq!((snap.up, snap.last_change, snap.down_since), (true, 50, 0));
+        assert_eq!(s.seq.load(Ordering::Relaxed) & 1, 0, "the update ended");
+    }
+
+    #[test]
+    fn set_disabled_reports_changes_and_keeps_health() {
+        let s = slot();
+        assert!(s.set_disabled(true));
+        assert!(!s.set_disabled(true));
+        assert!(s.disabled() && s.snapshot().disabled());
+        assert!(s.vetoed() && s.snapshot().up, "disabled, health untouched");
+        assert!(s.set_disabled(false));
+        assert!(!s.set_disabled(false));
+        assert!(!s.vetoed());
+    }
+
+    #[test]
+    fn restore_takes_the_saved_state() {
+        let s = Slot::default();
+        s.init_new(7, false);
+        s.restore(&crate::statefile::Entry {
+            identity: 7,
+            up: false,
+            admin: admin::DISABLED | 0x80,
+            last_change: 5,
+            down_since: 0,
+        });
+        let snap = s.snapshot();
+        assert_eq!(
+            (snap.up, snap.admin, snap.last_change),
+            (false, admin::DISABLED, 5)
+        );
+        assert_ne!(snap.down_since, 0, "down, so down since some time");
+        assert!(s.vetoed());
+        s.restore(&crate::statefile::Entry {
+            identity: 7,
+            up: true,
+            admin: 0,
+            last_change: 9,
+            down_since: 3,
+        });
+        let snap = s.snapshot();
+        assert_eq!((snap.up, snap.admin, snap.down_since), (true, 0, 0));
     }
 
     #[test]
@@ -660,6 +802,38 @@ mod tests {
             prop_assert_eq!(snap.delay_count, ups);
             prop_assert_eq!(snap.buckets.iter().sum::<u64>(), ups + downs);
             prop_assert_eq!((snap.up, snap.rise, snap.fall), (h.up, h.rise, h.fall));
+        }
+
+        /// Operator changes interleaved with rounds: `up` is always the
+        /// last thing that set it, `down_since` is non-zero exactly while
+        /// down, and `last_change` moves only when the state does.
+        #[test]
+        fn set_health_and_rounds_agree(steps in prop::collection::vec((0u8..3, any::<bool>()), 0..200),
+                                       rise in 1u32..4, fall in 1u32..4) {
+            let s = slot();
+            let mut h = Health::new(false);
+            let mut last_change = 0;
+            for (i, &(kind, ok)) in steps.iter().enumerate() {
+                let now = i as u64 + 1;
+                let before = h.up;
+                if kind == 0 {
+                    let changed = s.set_health(ok, now);
+                    prop_assert_eq!(changed, before != ok);
+                    h = Health { up: ok, rise: 0, fall: 0 };
+                } else {
+                    let r = if ok { RoundResult::Up { delay_ms: 1 } } else { RoundResult::Down(Reason::Refused) };
+                    let expect = h.record(ok, rise, fall);
+                    let got = s.record(r, 1, (rise, fall), now, None);
+                    prop_assert_eq!(got.map(|f| f.transition), expect);
+                }
+                if h.up != before {
+                    last_change = now;
+                }
+                let snap = s.snapshot();
+                prop_assert_eq!((snap.up, snap.rise, snap.fall), (h.up, h.rise, h.fall));
+                prop_assert_eq!(snap.last_change, last_change);
+                prop_assert_eq!(snap.down_since != 0, !snap.up);
+            }
         }
     }
 }

@@ -1685,6 +1685,12 @@ fn borrow(owned: &[OwnedRow]) -> Vec<PeerRow<'_>> {
                 index,
                 upstream: &o.upstream,
                 name: &o.name,
+                // Hostile bytes here too; the flags vary with other fields.
+                server: &o.upstream,
+                backup: o.rise % 2 == 1,
+                weight: o.fall,
+                disabled: o.checks % 3 == 0,
+                fail_open: o.port % 2 == 1,
                 up: o.up,
                 rise: o.rise,
                 fall: o.fall,
@@ -1769,6 +1775,25 @@ fn check_json(
     let v: serde_json::Value = serde_json::from_slice(body)
         .map_err(|e| TestCaseError::fail(format!("JSON does not parse: {e}")))?;
     let servers = &v["servers"];
+    // The summaries, of every row whatever the filter.
+    let summaries = status::summarize(rows);
+    let listed = v["upstreams"].as_array().cloned().unwrap_or_default();
+    prop_assert_eq!(listed.len(), summaries.len());
+    for (o, u) in listed.iter().zip(&summaries) {
+        prop_assert_eq!(o["group"].as_str(), Some(u.group.as_str()));
+        let name = lossy(u.name);
+        prop_assert_eq!(o["name"].as_str(), Some(name.as_str()));
+        for (k, n) in [
+            ("peers", u.peers),
+            ("up", u.up),
+            ("down", u.down),
+            ("disabled", u.disabled),
+            ("selectable", u.selectable),
+        ] {
+            prop_assert_eq!(o[k].as_u64(), Some(n), "{}", k);
+        }
+        prop_assert_eq!(o["fail_open"].as_bool(), Some(u.fail_open));
+    }
     let shown = printed(rows, filter);
     let ups = shown.iter().filter(|r| r.up).count() as u64;
     prop_assert_eq!(servers["total"].as_u64(), Some(shown.len() as u64));
@@ -1802,7 +1827,15 @@ fn check_json(
         );
         prop_assert_eq!(o["last_change"].as_u64(), shown_last_change(r));
         prop_assert_eq!(o["down_since"].as_u64(), shown_down_since(r));
-        prop_assert_eq!(o.as_object().map(|m| m.len()), Some(18));
+        let server = lossy(r.server);
+        prop_assert_eq!(o["server"].as_str(), Some(server.as_str()));
+        prop_assert_eq!(o["backup"].as_bool(), Some(r.backup));
+        prop_assert_eq!(o["weight"].as_u64(), Some(u64::from(r.weight)));
+        prop_assert_eq!(
+            o.get("admin"),
+            Some(&serde_json::json!(r.disabled.then_some("disabled")))
+        );
+        prop_assert_eq!(o.as_object().map(|m| m.len()), Some(22));
     }
     // Key order (serde_json's map does not keep it): each peer is one line,
     // and a key with its `": ` cannot occur inside an escaped string.
@@ -1871,6 +1904,10 @@ fn check_csv(body: &[u8], filter: Option<Filter>, rows: &[PeerRow]) -> Result<()
             opt(shown_last_change(r)),
             opt(shown_down_since(r)),
             opt(r.http_status.map(u64::from)),
+            csv_expected(r.server),
+            r.backup.to_string(),
+            r.weight.to_string(),
+            (if r.disabled { "disabled" } else { "" }).to_string(),
         ];
         prop_assert_eq!(
             rec.iter().collect::<Vec<_>>(),
@@ -1883,6 +1920,8 @@ fn check_csv(body: &[u8], filter: Option<Filter>, rows: &[PeerRow]) -> Result<()
 /// `<td ...>content</td>` cells of every data row of the page, in order.
 fn html_rows(page: &str) -> Result<Vec<(bool, Vec<String>)>, String> {
     let mut rows = Vec::new();
+    // Peer tables only: the upstreams table comes before the groups.
+    let page = page.find("<h2 id=\"http\">").map_or(page, |i| &page[i..]);
     for body in page.split("<tbody>\n").skip(1) {
         let body = body.split("</tbody>").next().ok_or("unterminated tbody")?;
         for line in body.split("</td></tr>\n").filter(|l| !l.is_empty()) {
@@ -1916,7 +1955,12 @@ fn check_html(body: &[u8], query: &Query, rows: &[PeerRow]) -> Result<(), TestCa
     prop_assert_eq!(got.len(), shown.len());
     for ((down, cells), r) in got.iter().zip(&shown) {
         prop_assert_eq!(*down, !r.up);
-        prop_assert_eq!(cells.len(), 18, "{:?}", cells);
+        prop_assert_eq!(cells.len(), 22, "{:?}", cells);
+        prop_assert_eq!(
+            html_unescape(&cells[18]).map_err(TestCaseError::fail)?,
+            html_expected(r.server)
+        );
+        prop_assert_eq!(&cells[21], if r.disabled { "disabled" } else { "" });
         prop_assert_eq!(&cells[0], &r.index.to_string());
         prop_assert_eq!(
             html_unescape(&cells[1]).map_err(TestCaseError::fail)?,
@@ -2130,6 +2174,33 @@ fn check_prom(
         "nginx_upstream_count_down",
         "nginx_upstream_count_generation",
     ];
+    // The per-upstream families: one sample per upstream of all the rows.
+    let summaries = status::summarize(rows);
+    if !summaries.is_empty() {
+        want.extend(["nginx_upstream_peers_up", "nginx_upstream_fail_open"]);
+    }
+    // Two names that escape alike print once, with the first one's values.
+    let mut seen_labels = HashSet::new();
+    for u in &summaries {
+        let name = lossy(u.name);
+        if !seen_labels.insert((u.group, name.clone())) {
+            continue;
+        }
+        let of = |family: &str| {
+            samples
+                .iter()
+                .filter(|s| {
+                    s.name == family
+                        && s.label("upstream_type") == Some(u.group.as_str())
+                        && s.label("upstream") == Some(name.as_str())
+                })
+                .map(|s| s.value.clone())
+                .collect::<Vec<_>>()
+        };
+        let fail_open = if u.fail_open { "1" } else { "0" };
+        prop_assert_eq!(of("nginx_upstream_peers_up"), vec![u.up.to_string()]);
+        prop_assert_eq!(of("nginx_upstream_fail_open"), vec![fail_open.to_string()]);
+    }
     if !shown.is_empty() {
         let s = |n: &'static str| Some(n);
         want.extend(
@@ -2159,6 +2230,9 @@ fn check_prom(
             let (upstream, name) = (lossy(r.upstream), lossy(r.name));
             prop_assert_eq!(s.label("upstream"), Some(upstream.as_str()));
             prop_assert_eq!(s.label("name"), Some(name.as_str()));
+            // Only when the server line is not the address itself.
+            let server = (r.server != r.name).then(|| lossy(r.server));
+            prop_assert_eq!(s.label("server"), server.as_deref());
             prop_assert_eq!(s.label("type"), Some(r.check_type));
             prop_assert_eq!(
                 s.label("port").map(str::to_string),
@@ -2333,7 +2407,9 @@ proptest! {
             let whole = render(format, &query, &meta, &rows);
             let counts = status::Counts::of(&rows, filter);
             let mut out = b"PREFIX".to_vec();
-            let mut page = status::Renderer::new(format, &query, &meta, counts, &mut out);
+            let upstreams = status::summarize(&rows);
+            let mut page =
+                status::Renderer::new(format, &query, &meta, counts, &upstreams, &mut out);
             for pass in 0..page.passes() {
                 let mut start = 0;
                 for &cut in &cuts {
@@ -3947,4 +4023,149 @@ proptest! {
 fn http_host_of_server_leading_zero_port() {
     assert_eq!(host_of_server(b"-:01"), (&b"-"[..], Some(1)));
     assert_eq!(host_of_server(b"[::1]:0080"), (&b"[::1]"[..], Some(80)));
+}
+
+// ---------------------------------------------------------------------------
+// check_state_file and healthcheck_admin: parsers of untrusted input
+// ---------------------------------------------------------------------------
+
+use healthcheck_core::admin::parse_admin_query;
+use healthcheck_core::statefile::{self, Entry as SavedEntry, Named};
+
+/// A valid state file of `entries` (identities 0..8) for `group`.
+fn state_file(group: Group, entries: &[(u64, bool, u32)]) -> Vec<u8> {
+    let mut out = Vec::new();
+    statefile::render(
+        group,
+        entries.iter().map(|&(identity, up, admin)| Named {
+            entry: SavedEntry {
+                identity,
+                up,
+                admin,
+                last_change: identity * 1000,
+                down_since: if up { 0 } else { identity * 1000 + 1 },
+            },
+            upstream: b"web",
+            name: b"10.0.0.1:80",
+            server: b"b.test:80",
+        }),
+        &mut out,
+    );
+    out
+}
+
+/// What a reader may keep: per identity at most what the configuration
+/// has, and nothing it does not have.
+fn check_restored(
+    r: &mut statefile::Restored,
+    wanted: &HashMap<u64, usize>,
+) -> Result<(), TestCaseError> {
+    prop_assert!(r.kept <= wanted.values().sum::<usize>());
+    prop_assert!(r.kept <= r.lines);
+    let mut taken = 0;
+    for (&id, &room) in wanted {
+        let mut n = 0;
+        while let Some(e) = r.take(id) {
+            prop_assert_eq!(e.identity, id);
+            prop_assert!(!(e.up && e.down_since != 0));
+            n += 1;
+        }
+        prop_assert!(n <= room);
+        taken += n;
+    }
+    prop_assert_eq!(taken, r.kept);
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(cfg(1500))]
+
+    /// Any bytes: refused with a reason or read within the bounds; never
+    /// a panic.
+    #[test]
+    fn state_file_any_bytes(bytes in vec(any::<u8>(), 0..400),
+                            magic: bool,
+                            wanted in vec((0u64..8, 1usize..3), 0..8)) {
+        let wanted: HashMap<u64, usize> = wanted.into_iter().collect();
+        let mut input = Vec::new();
+        if magic {
+            input.extend_from_slice(statefile::MAGIC.as_bytes());
+            input.push(b'\n');
+        }
+        input.extend_from_slice(&bytes);
+        if let Ok(mut r) = statefile::parse(&input, Group::Http, &wanted) {
+            check_restored(&mut r, &wanted)?;
+            prop_assert!(input.ends_with(b"\n"));
+        }
+    }
+
+    /// A valid file with one byte changed, cut, or a line repeated: read
+    /// only if still valid, and then within the bounds.
+    #[test]
+    fn state_file_mutations(entries in vec((0u64..8, any::<bool>(), 0u32..2), 0..12),
+                            at in any::<prop::sample::Index>(),
+                            byte: u8,
+                            how in 0u8..3,
+                            wanted in vec((0u64..8, 1usize..3), 0..8)) {
+        let wanted: HashMap<u64, usize> = wanted.into_iter().collect();
+        let mut f = state_file(Group::Stream, &entries);
+        let i = at.index(f.len());
+        match how {
+            0 => f[i] = byte,
+            1 => f.truncate(i),
+            _ => {
+                let line_start = f[..i].iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1);
+                let line_end = f[i..].iter().position(|&b| b == b'\n').map_or(f.len(), |p| i + p + 1);
+                let line = f[line_start..line_end].to_vec();
+                f.splice(line_end..line_end, line);
+            }
+        }
+        match statefile::parse(&f, Group::Stream, &wanted) {
+            Ok(mut r) => check_restored(&mut r, &wanted)?,
+            Err(e) => prop_assert!(!e.to_string().is_empty()),
+        }
+        // Another context's file is never taken.
+        let whole = state_file(Group::Stream, &entries);
+        let other = statefile::parse(&whole, Group::Http, &wanted);
+        prop_assert_eq!(other.is_err(), !entries.is_empty());
+    }
+
+    /// The admin query: parsed or refused with one printable line, for
+    /// any bytes around the known keys.
+    #[test]
+    fn admin_query_any_bytes(parts in vec(prop_oneof![
+                                 Just(b"upstream=".to_vec()), Just(b"peer=".to_vec()),
+                                 Just(b"server=".to_vec()), Just(b"action=".to_vec()),
+                                 Just(b"group=".to_vec()), Just(b"&".to_vec()),
+                                 Just(b"disable".to_vec()), Just(b"http".to_vec()),
+                                 vec(any::<u8>(), 0..6)], 0..16)) {
+        let q: Vec<u8> = parts.concat();
+        match parse_admin_query(&q) {
+            Ok(r) => {
+                prop_assert!(!r.upstream.is_empty());
+            }
+            Err(e) => prop_assert!(
+                !e.is_empty() && e.bytes().all(|b| (0x20..0x7f).contains(&b)),
+                "{:?}", e
+            ),
+        }
+    }
+}
+
+/// A hostile file of a million peer lines is read within the bounds the
+/// caller sets (it is larger than `max_file_bytes` for a small
+/// configuration) and, if handed over anyway, keeps only what is wanted.
+#[test]
+fn state_file_million_lines() {
+    let line = "peer http 0000000000000001 1 0 0 0 web 10.0.0.1:80 10.0.0.1:80\n";
+    let mut f = format!("{}\n", statefile::MAGIC).into_bytes();
+    for _ in 0..1_000_000 {
+        f.extend_from_slice(line.as_bytes());
+    }
+    f.extend_from_slice(b"end 1000000\n");
+    assert!(f.len() > statefile::max_file_bytes(100));
+    let wanted = HashMap::from([(1u64, 2usize)]);
+    let mut r = statefile::parse(&f, Group::Http, &wanted).unwrap();
+    assert_eq!((r.lines, r.kept), (1_000_000, 2));
+    assert!(r.take(1).is_some() && r.take(1).is_some() && r.take(1).is_none());
 }

@@ -150,7 +150,7 @@ pub fn status_is_up(s: &str) -> bool {
 // --- JSON --------------------------------------------------------------------
 
 /// The keys of a JSON peer object.
-pub const JSON_PEER_KEYS: [&str; 18] = [
+pub const JSON_PEER_KEYS: [&str; 22] = [
     "index",
     "upstream",
     "name",
@@ -169,6 +169,10 @@ pub const JSON_PEER_KEYS: [&str; 18] = [
     "http_status",
     "last_change",
     "down_since",
+    "server",
+    "backup",
+    "weight",
+    "admin",
 ];
 
 /// A JSON page: exactly the documented keys, totals and per-group totals.
@@ -176,7 +180,12 @@ pub fn parse_json(body: &str, what: &str) -> Page {
     let v: Value =
         serde_json::from_str(body).unwrap_or_else(|e| panic!("{what}: invalid JSON ({e}): {body}"));
     let top = v.as_object().expect("JSON top level is an object");
-    assert_eq!(top.keys().collect::<Vec<_>>(), ["servers"], "{what}");
+    assert_eq!(
+        top.keys().collect::<Vec<_>>(),
+        ["servers", "upstreams"],
+        "{what}"
+    );
+    assert!(v["upstreams"].is_array(), "{what}: upstreams is a list");
     let servers = v["servers"].as_object().expect("servers is an object");
     let mut keys: Vec<&str> = servers.keys().map(String::as_str).collect();
     keys.sort_unstable();
@@ -230,7 +239,8 @@ pub const CSV_BASE_HEADER: &str = "index,upstream_type,upstream_name,host,rise,f
 check_port,last_delay,avg_delay,min_delay,max_delay,status";
 /// The columns the module adds after it.
 pub const CSV_OUR_COLUMNS: &str =
-    "checks,fails_total,last_failure_reason,last_change,down_since,http_status";
+    "checks,fails_total,last_failure_reason,last_change,down_since,http_status,\
+server,backup,weight,admin";
 
 /// Every record as column -> value, through a strict RFC 4180 parser
 /// (equal field counts, valid UTF-8).
@@ -395,6 +405,10 @@ pub fn parse_prom(body: &str) -> Vec<Sample> {
 /// The labels every `nginx_upstream_server_*` series starts with.
 pub const PEER_LABELS: [&str; 6] = ["index", "upstream_type", "upstream", "name", "type", "port"];
 
+/// The label that follows [`PEER_LABELS`] when the `server` line is not
+/// the peer's address itself.
+pub const SERVER_LABEL: &str = "server";
+
 /// A Prometheus page (without [`promtool_check`]): unique series, the peer
 /// labels on every peer series, one rise and fall per row, the counts.
 pub fn parse_prom_page(body: &str, what: &str) -> Page {
@@ -412,9 +426,15 @@ pub fn parse_prom_page(body: &str, what: &str) -> Page {
         if s.name.starts_with("nginx_upstream_server_") {
             let names: Vec<&str> = s.labels.iter().map(|(k, _)| k.as_str()).collect();
             assert_eq!(
-                names.get(..6),
+                names.get(..PEER_LABELS.len()),
                 Some(&PEER_LABELS[..]),
                 "{what}: labels of {s:?}"
+            );
+            assert_eq!(
+                names.get(PEER_LABELS.len()) == Some(&SERVER_LABEL),
+                s.label("server")
+                    .is_some_and(|v| Some(v) != s.label("name")),
+                "{what}: server label only when it is not the address: {s:?}"
             );
             assert!(s.label("status").is_none(), "{what}: status label: {s:?}");
         }

@@ -863,6 +863,115 @@ fn tls_directives() {
 }
 
 #[test]
+fn check_state_file_arguments() {
+    let top: &[Ctx] = &[Ctx::Http, Ctx::Stream];
+    check_bad(&[
+        Bad {
+            ctxs: top,
+            snippet: "check_state_file \"\";",
+            server: TCP_SERVER,
+            all: &["invalid value \"\" in \"check_state_file\" directive: the path is empty"],
+            any: &[],
+        },
+        Bad {
+            ctxs: top,
+            snippet: "check_state_file /var/lib/;",
+            server: TCP_SERVER,
+            all: &[
+                "invalid value \"/var/lib/\" in \"check_state_file\" directive: the path \
+                    names a directory, not a file",
+            ],
+            any: &[],
+        },
+        Bad {
+            ctxs: top,
+            snippet: "check_state_file a; check_state_file b;",
+            server: TCP_SERVER,
+            all: &["\"check_state_file\" directive is duplicate"],
+            any: &[],
+        },
+        Bad {
+            ctxs: top,
+            snippet: "check_state_file a b;",
+            server: TCP_SERVER,
+            all: &["invalid number of arguments in \"check_state_file\" directive"],
+            any: &[],
+        },
+        Bad {
+            ctxs: &[Ctx::HttpServer, Ctx::StreamServer, Ctx::HttpUpstream],
+            snippet: "check_state_file a;",
+            server: TCP_SERVER,
+            all: &["\"check_state_file\" directive is not allowed here"],
+            any: &[],
+        },
+    ]);
+    // One file for both contexts: refused in the one parsed second.
+    check_placed_bad(&[Placed {
+        places: vec![
+            (Ctx::Http, "check_state_file logs/hc.state;".into()),
+            (Ctx::Stream, "check_state_file logs/hc.state;".into()),
+        ],
+        all: vec![
+            "invalid value \"logs/hc.state\" in \"check_state_file\" directive: the http \
+             context uses this file already; give http and stream their own"
+                .into(),
+        ],
+        any: &[],
+    }]);
+    // Different files: fine.
+    check_placed_good(&[Placed {
+        places: vec![
+            (Ctx::Http, "check_state_file logs/http.state;".into()),
+            (Ctx::Stream, "check_state_file logs/stream.state;".into()),
+        ],
+        all: Vec::new(),
+        any: &[],
+    }]);
+}
+
+#[test]
+fn healthcheck_admin_arguments() {
+    let loc: &[Ctx] = &[Ctx::HttpLocation];
+    check_bad(&[
+        Bad {
+            ctxs: loc,
+            snippet: "healthcheck_admin on;",
+            server: TCP_SERVER,
+            all: &["invalid number of arguments in \"healthcheck_admin\" directive"],
+            any: &[],
+        },
+        Bad {
+            ctxs: loc,
+            snippet: "healthcheck_admin; healthcheck_admin;",
+            server: TCP_SERVER,
+            all: &["\"healthcheck_admin\" directive is duplicate"],
+            any: &[],
+        },
+        Bad {
+            ctxs: loc,
+            snippet: "healthcheck_status json; healthcheck_admin;",
+            server: TCP_SERVER,
+            all: &["\"healthcheck_status\" and \"healthcheck_admin\" cannot share a location"],
+            any: &[],
+        },
+        Bad {
+            ctxs: loc,
+            snippet: "healthcheck_admin; healthcheck_status;",
+            server: TCP_SERVER,
+            all: &["\"healthcheck_status\" and \"healthcheck_admin\" cannot share a location"],
+            any: &[],
+        },
+        Bad {
+            ctxs: &[Ctx::HttpServer],
+            snippet: "healthcheck_admin;",
+            server: TCP_SERVER,
+            all: &["\"healthcheck_admin\" directive is not allowed here"],
+            any: &[],
+        },
+    ]);
+}
+
+#[test]
 fn vnswrr_arguments() {
     check_bad(&[
         Bad {
@@ -934,6 +1043,8 @@ fn valid_configurations_pass() {
         (loc, "healthcheck_status csv;"),
         (loc, "healthcheck_status json;"),
         (loc, "healthcheck_status prometheus;"),
+        (loc, "healthcheck_admin;"),
+        (top, "check_state_file logs/healthcheck.state;"),
     ]);
 }
 

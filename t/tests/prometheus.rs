@@ -73,6 +73,9 @@ const PAGE_FAMILIES: [&str; 4] = [
     "nginx_upstream_count_generation",
 ];
 
+/// One series per upstream (README: healthcheck_status).
+const UPSTREAM_FAMILIES: [&str; 2] = ["nginx_upstream_peers_up", "nginx_upstream_fail_open"];
+
 const ACTIVE: &str = "nginx_upstream_server_active";
 const CHECKS: &str = "nginx_upstream_server_checks_total";
 const FAILURES: &str = "nginx_upstream_server_check_failures_total";
@@ -218,7 +221,21 @@ fn assert_page_families(samples: &[Sample], full: bool, what: &str) {
         let n = samples.iter().filter(|s| s.name == f).count();
         assert_eq!(n, 1, "{what}: {f} appears {n} times");
     }
-    let mut known: Vec<String> = PAGE_FAMILIES.iter().map(|s| s.to_string()).collect();
+    // The per-upstream families: once per upstream, labelled by it alone.
+    for f in UPSTREAM_FAMILIES {
+        let mut seen = BTreeSet::new();
+        for s in samples.iter().filter(|s| s.name == f) {
+            let names: Vec<&str> = s.labels.iter().map(|(k, _)| k.as_str()).collect();
+            assert_eq!(names, ["upstream_type", "upstream"], "{what}: {s:?}");
+            assert!(seen.insert(s.labels.clone()), "{what}: {f} twice for {s:?}");
+        }
+        assert!(!seen.is_empty(), "{what}: no {f}");
+    }
+    let mut known: Vec<String> = PAGE_FAMILIES
+        .iter()
+        .chain(&UPSTREAM_FAMILIES)
+        .map(|s| s.to_string())
+        .collect();
     known.extend([ACTIVE, CHECKS, FAILURES, LAST_DURATION].map(String::from));
     if full {
         known.extend([RISE, FALL, LAST_CHANGE, HTTP_STATUS].map(String::from));
@@ -343,8 +360,15 @@ fn assert_histogram(series: &[Sample], what: &str) {
 fn assert_peer_labels(series: &[Sample], check: Check, what: &str) {
     for s in series {
         let names: Vec<&str> = s.labels.iter().map(|(k, _)| k.as_str()).collect();
-        assert_eq!(names.get(..6), Some(&PEER_LABELS[..]), "{what}: {s:?}");
-        let extra = &names[6..];
+        assert_eq!(
+            names.get(..PEER_LABELS.len()),
+            Some(&PEER_LABELS[..]),
+            "{what}: {s:?}"
+        );
+        let mut extra = &names[PEER_LABELS.len()..];
+        if extra.first() == Some(&"server") {
+            extra = &extra[1..];
+        }
         let want: &[&str] = if s.name == FAILURES {
             &["reason"]
         } else if s.name.ends_with("_bucket") {
@@ -524,15 +548,33 @@ fn tcp_peer_costs_at_most_1500_bytes_on_the_default_page() {
             .collect::<Vec<_>>()
             .join("\n")
     );
-    let per_peer = page.len() / PEERS;
+    // Here every peer is an upstream of its own: the per-upstream series
+    // (README: Cardinality) cost per upstream, not per peer, and are
+    // bounded on their own.
+    let upstream_bytes: usize = page
+        .lines()
+        .filter(|l| {
+            UPSTREAM_FAMILIES
+                .iter()
+                .any(|f| l.starts_with(&format!("{f}{{")))
+        })
+        .map(|l| l.len() + 1)
+        .sum();
+    let per_upstream = upstream_bytes / PEERS;
+    assert!(
+        per_upstream <= 200,
+        "{upstream_bytes} bytes of upstream series for {PEERS} upstreams"
+    );
+    let per_peer = (page.len() - upstream_bytes) / PEERS;
     assert!(
         per_peer <= 1500,
         "the default page takes {} bytes for {PEERS} peers ({per_peer} per peer)",
         page.len()
     );
     eprintln!(
-        "default page: {} bytes for {PEERS} tcp peers; the largest peer {worst} bytes, \
-         {per_peer} per peer with the page's own lines",
+        "default page: {} bytes for {PEERS} tcp peers in {PEERS} upstreams; the largest peer \
+         {worst} bytes, {per_peer} per peer with the page's own lines, {per_upstream} per \
+         upstream",
         page.len()
     );
 }

@@ -45,6 +45,35 @@ pub fn parse_keepalive_requests(arg: &[u8]) -> Result<u32, ConfError> {
         })
 }
 
+/// `check_state_file PATH;`: a file path, joined to nginx's `prefix`
+/// when relative. Refused: an empty path, a NUL byte, a path ending in
+/// `/` (a directory).
+pub fn parse_state_file(arg: &[u8], prefix: &[u8]) -> Result<Vec<u8>, ConfError> {
+    const D: &str = "check_state_file";
+    if arg.is_empty() {
+        return Err(invalid_value(D, arg, "the path is empty"));
+    }
+    if arg.contains(&0) {
+        return Err(invalid_value(D, arg, "the path contains a NUL byte"));
+    }
+    if arg.ends_with(b"/") {
+        return Err(invalid_value(
+            D,
+            arg,
+            "the path names a directory, not a file",
+        ));
+    }
+    if arg.starts_with(b"/") {
+        return Ok(arg.to_vec());
+    }
+    let mut path = prefix.to_vec();
+    if !path.is_empty() && !path.ends_with(b"/") {
+        path.push(b'/');
+    }
+    path.extend_from_slice(arg);
+    Ok(path)
+}
+
 /// `healthcheck_status [format];`: zero arguments mean HTML; a format is
 /// named exactly (case-sensitive), as in `?format=`.
 pub fn parse_status_directive(args: &[&[u8]]) -> Result<StatusConf, ConfError> {
@@ -263,6 +292,29 @@ mod tests {
         assert!(err(parse_shm_size(b"")).contains("size must be a number of bytes"));
         assert!(err(parse_shm_size(b"-1")).contains("size must be a number of bytes"));
         assert!(err(parse_shm_size(b"\xff")).starts_with("invalid value \"\\xff\""));
+    }
+
+    #[test]
+    fn state_file_paths() {
+        assert_eq!(
+            parse_state_file(b"/var/lib/x", b"/p/").unwrap(),
+            b"/var/lib/x"
+        );
+        assert_eq!(
+            parse_state_file(b"logs/hc.state", b"/p/").unwrap(),
+            b"/p/logs/hc.state"
+        );
+        assert_eq!(parse_state_file(b"hc", b"/p").unwrap(), b"/p/hc");
+        assert_eq!(
+            err(parse_state_file(b"", b"/p/")),
+            "invalid value \"\" in \"check_state_file\" directive: the path is empty"
+        );
+        assert_eq!(
+            err(parse_state_file(b"/var/lib/", b"/p/")),
+            "invalid value \"/var/lib/\" in \"check_state_file\" directive: the path names a \
+             directory, not a file"
+        );
+        assert!(err(parse_state_file(b"a\0b", b"/p/")).contains("NUL byte"));
     }
 
     #[test]

@@ -5,14 +5,16 @@
 //!   `fails_total`, `last_failure_reason` (empty when none), `last_change`
 //!   (unix ms, empty when never), `down_since` (unix ms while down, else
 //!   empty), `http_status` (the last HTTP status code the check got, empty
-//!   before any and for a check type without HTTP). New columns are only
+//!   before any and for a check type without HTTP), `server` (the `server`
+//!   line as written, a text cell), `backup` (`true`/`false`), `weight`,
+//!   `admin` (empty, or `disabled`). New columns are only
 //!   ever appended, so a reader that goes by position keeps working.
 //! - Records end with `\n` (LF, as the C module prints; RFC 4180 readers
 //!   accept it). No trailing data after the last record.
 //! - RFC 4180 quoting: a cell containing `,`, `"`, CR or LF is wrapped in
 //!   `"` with inner `"` doubled; other cells are bare.
 //! - Formula injection: a *text* cell (`upstream_type`, `upstream_name`,
-//!   `host`, `check_type`, `status`, `last_failure_reason`) whose first
+//!   `host`, `check_type`, `status`, `last_failure_reason`, `server`) whose first
 //!   character is `=`, `+`, `-`, `@`, TAB or CR gets a `'` prepended, so a
 //!   spreadsheet shows it as text; the `'` is part of the cell's value.
 //!   Numeric cells are never touched, so `-1` stays `-1`.
@@ -25,7 +27,8 @@ use super::{shown_down_since, shown_last_change, PeerRow};
 /// The header line, without its line end.
 pub const HEADER: &str = "index,upstream_type,upstream_name,host,rise,fall,check_type,check_port,\
 last_delay,avg_delay,min_delay,max_delay,status,\
-checks,fails_total,last_failure_reason,last_change,down_since,http_status";
+checks,fails_total,last_failure_reason,last_change,down_since,http_status,\
+server,backup,weight,admin";
 
 /// The header line.
 pub(super) fn head(out: &mut Vec<u8>) {
@@ -80,7 +83,11 @@ pub(super) fn row(r: &PeerRow, out: &mut Vec<u8>) {
         if let Some(code) = r.http_status {
             push_u64(out, code.into());
         }
-        out.push(b'\n');
+        out.push(b',');
+        text(out, r.server);
+        out.extend_from_slice(if r.backup { b",true," } else { b",false," });
+        push_u64(out, r.weight.into());
+        out.extend_from_slice(if r.disabled { b",disabled\n" } else { b",\n" });
     }
 }
 

@@ -5,6 +5,10 @@
 //!   auto-refresh on (`?refresh=N`, a `<meta http-equiv="refresh">`) or
 //!   off, and to the other formats; the links keep the current filter and
 //!   refresh.
+//! - An "Upstreams" table: one line per upstream (peers, up, down,
+//!   disabled, selectable, failing open), over all its peers whatever the
+//!   filter; an upstream with no selectable peer has class `bad` and says
+//!   "no selectable peer".
 //! - Per group (`http`, `stream`) a heading with its printed counts and a
 //!   table; down rows have class `down` and a red background; an empty group
 //!   says so instead of an empty table.
@@ -17,7 +21,10 @@
 //!   become U+FFFD. The page is valid UTF-8.
 
 use super::text::{lossy_runs, push_age, push_i64, push_u64, push_utc, REPLACEMENT};
-use super::{shown_down_since, shown_last_change, Counts, Filter, Group, Meta, PeerRow, Query};
+use super::{
+    shown_down_since, shown_last_change, Counts, Filter, Group, Meta, PeerRow, Query,
+    UpstreamSummary,
+};
 
 const STYLE: &str = "\
 body{font:14px/1.45 system-ui,-apple-system,\"Segoe UI\",Roboto,sans-serif;margin:1.2em 1.5em;color:#1d1d1f;background:#fff}\
@@ -35,6 +42,7 @@ td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}\
 td.w{word-break:break-all;max-width:28em}\
 td.s{font-weight:600;color:#1a7f37}\
 tr.down td{background:#ffe3e3}\
+tr.stranded td{background:#ffe3e3}\
 tr.down td.s{color:#b00020}\
 tbody tr:hover td{background:#f6f8fa}\
 tr.down:hover td{background:#ffd0d0}";
@@ -58,10 +66,32 @@ pub(super) const COLUMNS: &[&str] = &[
     "HTTP",
     "last change",
     "down for",
+    "server line",
+    "weight",
+    "backup",
+    "admin",
+];
+
+/// Columns of the upstreams table.
+pub(super) const UPSTREAM_COLUMNS: &[&str] = &[
+    "type",
+    "upstream",
+    "peers",
+    "up",
+    "down",
+    "disabled",
+    "selectable",
+    "fail open",
 ];
 
 /// Everything before the first group.
-pub(super) fn head(query: &Query, meta: &Meta, counts: &Counts, out: &mut Vec<u8>) {
+pub(super) fn head(
+    query: &Query,
+    meta: &Meta,
+    counts: &Counts,
+    upstreams: &[UpstreamSummary],
+    out: &mut Vec<u8>,
+) {
     out.extend_from_slice(
         b"<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
 <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n",
@@ -97,6 +127,55 @@ pub(super) fn head(query: &Query, meta: &Meta, counts: &Counts, out: &mut Vec<u8
     push_utc(out, meta.now_ms);
     out.extend_from_slice(b"</p>\n");
     nav(query, out);
+    upstream_table(upstreams, out);
+}
+
+/// One line per upstream; one with no selectable peer is flagged.
+fn upstream_table(upstreams: &[UpstreamSummary], out: &mut Vec<u8>) {
+    if upstreams.is_empty() {
+        return;
+    }
+    let stranded = upstreams.iter().filter(|u| u.selectable == 0).count();
+    out.extend_from_slice(b"<h2 id=\"upstreams\">Upstreams: ");
+    push_u64(out, upstreams.len() as u64);
+    if stranded > 0 {
+        out.extend_from_slice(b", <span class=\"bad\">");
+        push_u64(out, stranded as u64);
+        out.extend_from_slice(b" with no selectable peer</span>");
+    }
+    out.extend_from_slice(b"</h2>\n<table>\n<thead><tr>");
+    for col in UPSTREAM_COLUMNS {
+        out.extend_from_slice(b"<th>");
+        out.extend_from_slice(col.as_bytes());
+        out.extend_from_slice(b"</th>");
+    }
+    out.extend_from_slice(b"</tr></thead>\n<tbody>\n");
+    for u in upstreams {
+        out.extend_from_slice(if u.selectable == 0 {
+            b"<tr class=\"upstream stranded\"><td>"
+        } else {
+            b"<tr class=\"upstream\"><td>"
+        });
+        out.extend_from_slice(u.group.as_str().as_bytes());
+        out.extend_from_slice(b"</td><td class=\"w\">");
+        text(out, u.name);
+        for v in [u.peers, u.up, u.down, u.disabled] {
+            out.extend_from_slice(b"</td><td class=\"n\">");
+            push_u64(out, v);
+        }
+        if u.selectable == 0 {
+            out.extend_from_slice(b"</td><td class=\"n bad\">0: no selectable peer");
+        } else {
+            out.extend_from_slice(b"</td><td class=\"n\">");
+            push_u64(out, u.selectable);
+        }
+        out.extend_from_slice(if u.fail_open {
+            b"</td><td class=\"bad\">yes</td></tr>\n"
+        } else {
+            b"</td><td>no</td></tr>\n"
+        });
+    }
+    out.extend_from_slice(b"</tbody>\n</table>\n");
 }
 
 /// A group's heading, then its table's head, or "No peers." when it
@@ -311,7 +390,20 @@ pub(super) fn row(r: &PeerRow, now_ms: u64, out: &mut Vec<u8>) {
         }
         None => out.extend_from_slice(b"&ndash;"),
     }
-    out.extend_from_slice(b"</td></tr>\n");
+    out.extend_from_slice(b"</td><td class=\"w\">");
+    text(out, r.server);
+    out.extend_from_slice(b"</td><td class=\"n\">");
+    push_u64(out, r.weight.into());
+    out.extend_from_slice(if r.backup {
+        b"</td><td>backup"
+    } else {
+        b"</td><td>"
+    });
+    out.extend_from_slice(if r.disabled {
+        b"</td><td class=\"bad\">disabled</td></tr>\n"
+    } else {
+        b"</td><td></td></tr>\n"
+    });
 }
 
 /// Append `s` as HTML text or attribute value (rules in the module docs).

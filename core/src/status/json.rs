@@ -9,7 +9,11 @@
 //!     ...
 //!   ],
 //!   "stream": []
-//! }}
+//! },
+//! "upstreams": [
+//!   {"group": "http", "name": "web", "peers": 2, "up": 1, "down": 1,
+//!    "disabled": 0, "selectable": 1, "fail_open": false}
+//! ]}
 //! ```
 //!
 //! Per peer, the C module's fields first (`index`, `upstream`, `name`,
@@ -18,7 +22,12 @@
 //! `last_failure_reason` (string or `null`), `http_status` (the last HTTP
 //! status code the check got, a number, `null` before any and for a check
 //! type without HTTP), `last_change` (unix ms, `null` when the peer never
-//! changed state), `down_since` (unix ms while down, else `null`).
+//! changed state), `down_since` (unix ms while down, else `null`),
+//! `server` (the `server` line as written), `backup` (bool), `weight`,
+//! `admin` (`null`, or `"disabled"` while an operator keeps the peer out).
+//!
+//! `upstreams` has one summary per upstream ([`super::UpstreamSummary`]),
+//! over all its peers whatever `?status=` prints.
 //!
 //! Strings: `"` and `\` are backslash-escaped, `\n` `\r` `\t` `\b` `\f` use
 //! their short escapes, other control characters (U+0000..U+001F, U+007F)
@@ -58,9 +67,40 @@ pub(super) fn close_group(empty: bool, out: &mut Vec<u8>) {
     out.extend_from_slice(if empty { b"]" } else { b"\n  ]" });
 }
 
-/// The page's end.
-pub(super) fn tail(out: &mut Vec<u8>) {
-    out.extend_from_slice(b"\n}}\n");
+/// The `upstreams` list, as [`tail`] appends it.
+pub(super) fn upstreams(list: &[super::UpstreamSummary], out: &mut Vec<u8>) {
+    out.extend_from_slice(b",\n\"upstreams\": [");
+    for (i, u) in list.iter().enumerate() {
+        out.extend_from_slice(if i == 0 { b"\n  " } else { b",\n  " });
+        out.extend_from_slice(b"{\"group\": ");
+        string(out, u.group.as_str().as_bytes());
+        out.extend_from_slice(b", \"name\": ");
+        string(out, u.name);
+        for (key, v) in [
+            (&b", \"peers\": "[..], u.peers),
+            (b", \"up\": ", u.up),
+            (b", \"down\": ", u.down),
+            (b", \"disabled\": ", u.disabled),
+            (b", \"selectable\": ", u.selectable),
+        ] {
+            out.extend_from_slice(key);
+            push_u64(out, v);
+        }
+        out.extend_from_slice(if u.fail_open {
+            b", \"fail_open\": true}"
+        } else {
+            b", \"fail_open\": false}"
+        });
+    }
+    out.extend_from_slice(if list.is_empty() { b"]" } else { b"\n]" });
+}
+
+/// The page's end: `servers` closes, then `upstreams` (as [`upstreams`]
+/// rendered it).
+pub(super) fn tail(upstreams: &[u8], out: &mut Vec<u8>) {
+    out.extend_from_slice(b"\n}");
+    out.extend_from_slice(upstreams);
+    out.extend_from_slice(b"}\n");
 }
 
 fn peer(r: &PeerRow, out: &mut Vec<u8>) {
@@ -105,7 +145,19 @@ fn peer(r: &PeerRow, out: &mut Vec<u8>) {
     opt_u64(out, shown_last_change(r));
     out.extend_from_slice(b", \"down_since\": ");
     opt_u64(out, shown_down_since(r));
-    out.push(b'}');
+    out.extend_from_slice(b", \"server\": ");
+    string(out, r.server);
+    out.extend_from_slice(if r.backup {
+        b", \"backup\": true, \"weight\": "
+    } else {
+        b", \"backup\": false, \"weight\": "
+    });
+    push_u64(out, r.weight.into());
+    out.extend_from_slice(if r.disabled {
+        b", \"admin\": \"disabled\"}"
+    } else {
+        b", \"admin\": null}"
+    });
 }
 
 fn opt_u64(out: &mut Vec<u8>, v: Option<u64>) {
@@ -149,4 +201,36 @@ pub fn string(out: &mut Vec<u8>, s: &[u8]) {
         out.extend_from_slice(&run[start..]);
     });
     out.push(b'"');
+}
+
+/// The `healthcheck_admin` answer: the action and, per peer it applied
+/// to, whether it changed anything and the peer's row as the status page
+/// prints it (after the action), with its `group` first:
+///
+/// ```text
+/// {"action": "disable", "changed": 1, "peers": [
+///   {"group": "http", "changed": true, "index": 0, "upstream": "web", ...}
+/// ]}
+/// ```
+pub fn admin_answer(action: &str, peers: &[(PeerRow, bool)], out: &mut Vec<u8>) {
+    out.extend_from_slice(b"{\"action\": ");
+    string(out, action.as_bytes());
+    out.extend_from_slice(b", \"changed\": ");
+    push_u64(out, peers.iter().filter(|(_, c)| *c).count() as u64);
+    out.extend_from_slice(b", \"peers\": [");
+    for (i, (r, changed)) in peers.iter().enumerate() {
+        out.extend_from_slice(if i == 0 { b"\n  " } else { b",\n  " });
+        out.extend_from_slice(b"{\"group\": ");
+        string(out, r.group.as_str().as_bytes());
+        out.extend_from_slice(if *changed {
+            b", \"changed\": true, "
+        } else {
+            b", \"changed\": false, "
+        });
+        // The row object without its opening brace.
+        let start = out.len();
+        peer(r, out);
+        out.remove(start);
+    }
+    out.extend_from_slice(if peers.is_empty() { b"]}\n" } else { b"\n]}\n" });
 }

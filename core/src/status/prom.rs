@@ -8,6 +8,8 @@
 //! | `nginx_upstream_count_up` | gauge | | both |
 //! | `nginx_upstream_count_down` | gauge | | both |
 //! | `nginx_upstream_count_generation` | gauge | | both |
+//! | `nginx_upstream_peers_up` | gauge | upstream | both |
+//! | `nginx_upstream_fail_open` | gauge (1 failing open) | upstream | both |
 //! | `nginx_upstream_server_rise` | gauge | peer | full |
 //! | `nginx_upstream_server_fall` | gauge | peer | full |
 //! | `nginx_upstream_server_active` | gauge (1 up, 0 down) | peer | both |
@@ -33,8 +35,17 @@
 //! The family's `# HELP` and `# TYPE` come with its first sample, so a page
 //! without such a peer carries no empty family.
 //!
+//! The upstream families have one series per upstream, labelled
+//! `upstream_type` and `upstream`, over all its peers whatever `?status=`
+//! prints (as [`super::UpstreamSummary`]); `peers_up` counts the peers
+//! whose check says up.
+//!
 //! The peer labels are the C module's `index`, `upstream_type` (`http` or
-//! `stream`), `upstream`, `name`, `type`, `port`. `upstream_type` + `index`
+//! `stream`), `upstream`, `name`, `type`, `port`, then `server` (the
+//! `server` line as written) when it is not the address itself: a server
+//! written as `10.0.0.1:80` would only repeat `name` on every series (26
+//! bytes a line, 9 lines a peer), so its series have no `server` label
+//! (PromQL reads a missing label as `""`). `upstream_type` + `index`
 //! identify a peer, so series stay unique when an http and a stream
 //! upstream share a name or a server appears twice. No label changes with
 //! the peer's state.
@@ -51,10 +62,10 @@
 //! U+FFFD (as [`String::from_utf8_lossy`]); everything else is copied.
 
 use super::text::{lossy_runs, push_ms_as_seconds, push_u64, REPLACEMENT};
-use super::{shown_last_change, Counts, Meta, PeerRow, DURATION_BUCKETS_MS};
+use super::{shown_last_change, Counts, Meta, PeerRow, UpstreamSummary, DURATION_BUCKETS_MS};
 
-/// The page-wide families.
-pub(super) fn head(meta: &Meta, counts: &Counts, out: &mut Vec<u8>) {
+/// The page-wide families, then the per-upstream ones.
+pub(super) fn head(meta: &Meta, counts: &Counts, upstreams: &[UpstreamSummary], out: &mut Vec<u8>) {
     let page = [
         (
             "nginx_upstream_count_total",
@@ -87,6 +98,46 @@ pub(super) fn head(meta: &Meta, counts: &Counts, out: &mut Vec<u8>) {
         out.push(b' ');
         push_u64(out, value);
         out.push(b'\n');
+    }
+    if upstreams.is_empty() {
+        return;
+    }
+    type Value = fn(&UpstreamSummary) -> u64;
+    let families: [(&str, &str, Value); 2] = [
+        (
+            "nginx_upstream_peers_up",
+            "Checked peers of the upstream whose health check says up.",
+            |u| u.up,
+        ),
+        (
+            "nginx_upstream_fail_open",
+            "1 while the upstream fails open (its down peers may be selected), else 0.",
+            |u| u64::from(u.fail_open),
+        ),
+    ];
+    // Label sets, once per upstream; two names that differ only in
+    // invalid UTF-8 escape alike, and only the first is printed (a series
+    // must be unique).
+    let mut seen = std::collections::HashSet::new();
+    let sets: Vec<(Vec<u8>, &UpstreamSummary)> = upstreams
+        .iter()
+        .filter_map(|u| {
+            let mut set = b"{upstream_type=\"".to_vec();
+            set.extend_from_slice(u.group.as_str().as_bytes());
+            set.extend_from_slice(b"\",upstream=\"");
+            label_value(&mut set, u.name);
+            set.extend_from_slice(b"\"} ");
+            seen.insert(set.clone()).then_some((set, u))
+        })
+        .collect();
+    for (name, help, value) in families {
+        header(out, name, help, "gauge");
+        for (set, u) in &sets {
+            out.extend_from_slice(name.as_bytes());
+            out.extend_from_slice(set);
+            push_u64(out, value(u));
+            out.push(b'\n');
+        }
     }
 }
 
@@ -159,6 +210,11 @@ pub(super) fn label_set(r: &PeerRow, labels: &mut Vec<u8>) {
     labels.extend_from_slice(b"\",port=\"");
     push_u64(labels, r.port.into());
     labels.push(b'"');
+    if r.server != r.name {
+        labels.extend_from_slice(b",server=\"");
+        label_value(labels, r.server);
+        labels.push(b'"');
+    }
 }
 
 /// Whether `check_type` speaks HTTP, so the peer has an HTTP status series.

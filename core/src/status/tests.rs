@@ -12,6 +12,11 @@ fn row<'a>(group: Group, index: u32, upstream: &'a [u8], name: &'a [u8], up: boo
         index,
         upstream,
         name,
+        server: name,
+        backup: false,
+        weight: 1,
+        disabled: false,
+        fail_open: false,
         up,
         rise: if up { 2 } else { 0 },
         fall: if up { 0 } else { 4 },
@@ -267,29 +272,38 @@ fn json_exact() {
     let up0 = json!({"index": 0, "upstream": "web", "name": "127.0.0.1:8081", "status": "up",
         "rise": 2, "fall": 0, "type": "tcp", "port": 0, "last_delay_ms": 1, "avg_delay_ms": 1,
         "min_delay_ms": 1, "max_delay_ms": 2, "checks": 9, "fails_total": 4,
-        "last_failure_reason": null, "http_status": null, "last_change": null, "down_since": null});
+        "last_failure_reason": null, "http_status": null, "last_change": null, "down_since": null,
+        "server": "127.0.0.1:8081", "backup": false, "weight": 1, "admin": null});
     let down1 = json!({"index": 1, "upstream": "web", "name": "127.0.0.1:8082", "status": "down",
         "rise": 0, "fall": 4, "type": "tcp", "port": 0, "last_delay_ms": -1, "avg_delay_ms": -1,
         "min_delay_ms": -1, "max_delay_ms": -1, "checks": 9, "fails_total": 4,
         "last_failure_reason": "refused", "http_status": null, "last_change": 1_700_000_000_123u64,
-        "down_since": 1_700_000_000_123u64});
+        "down_since": 1_700_000_000_123u64, "server": "127.0.0.1:8082", "backup": false,
+        "weight": 1, "admin": null});
     let mut s0 = up0.clone();
     s0["type"] = json!("udp");
     s0["port"] = json!(5353);
+    // The summaries count every peer of the upstream, whatever the filter.
+    let upstreams = json!([
+        {"group": "http", "name": "web", "peers": 2, "up": 1, "down": 1, "disabled": 0,
+         "selectable": 1, "fail_open": false},
+        {"group": "stream", "name": "web", "peers": 1, "up": 1, "down": 0, "disabled": 0,
+         "selectable": 1, "fail_open": false}]);
     assert_eq!(
         v,
         json!({"servers": {"total": 3, "up": 2, "down": 1, "generation": 3,
-            "http": [up0.clone(), down1.clone()], "stream": [s0.clone()]}})
+            "http": [up0.clone(), down1.clone()], "stream": [s0.clone()]},
+            "upstreams": upstreams})
     );
     assert_eq!(
         json_of(&sample(), Some(Filter::Up)),
         json!({"servers": {"total": 2, "up": 2, "down": 0, "generation": 3,
-            "http": [up0], "stream": [s0]}})
+            "http": [up0], "stream": [s0]}, "upstreams": upstreams})
     );
     assert_eq!(
         json_of(&sample(), Some(Filter::Down)),
         json!({"servers": {"total": 1, "up": 0, "down": 1, "generation": 3,
-            "http": [down1], "stream": []}})
+            "http": [down1], "stream": []}, "upstreams": upstreams})
     );
     // Field order: the C module's fields first, then ours.
     let body = String::from_utf8(out(Format::Json, None, &sample())).unwrap();
@@ -368,7 +382,8 @@ fn json_empty() {
         let v = json_of(&[], filter);
         assert_eq!(
             v,
-            json!({"servers": {"total": 0, "up": 0, "down": 0, "generation": 3, "http": [], "stream": []}})
+            json!({"servers": {"total": 0, "up": 0, "down": 0, "generation": 3, "http": [], "stream": []},
+                "upstreams": []})
         );
     }
     let only_stream = [row(Group::Stream, 0, b"s", b"[::1]:53", false)];
@@ -445,6 +460,10 @@ fn expected_csv(r: &PeerRow) -> Vec<String> {
         opt((r.last_change_ms != 0).then_some(r.last_change_ms)),
         opt(if r.up { None } else { r.down_since_ms }),
         opt(r.http_status.map(u64::from)),
+        inert(r.server),
+        r.backup.to_string(),
+        r.weight.to_string(),
+        if r.disabled { "disabled" } else { "" }.into(),
     ]
 }
 
@@ -467,10 +486,12 @@ fn csv_sample() {
     assert_eq!(
         body,
         "index,upstream_type,upstream_name,host,rise,fall,check_type,check_port,last_delay,avg_delay,min_delay,\
-max_delay,status,checks,fails_total,last_failure_reason,last_change,down_since,http_status\n\
-0,http,web,127.0.0.1:8081,2,0,tcp,0,1,1,1,2,up,9,4,,,,\n\
-1,http,web,127.0.0.1:8082,0,4,tcp,0,-1,-1,-1,-1,down,9,4,refused,1700000000123,1700000000123,\n\
-0,stream,web,127.0.0.1:8081,2,0,udp,5353,1,1,1,2,up,9,4,,,,\n"
+max_delay,status,checks,fails_total,last_failure_reason,last_change,down_since,http_status,\
+server,backup,weight,admin\n\
+0,http,web,127.0.0.1:8081,2,0,tcp,0,1,1,1,2,up,9,4,,,,,127.0.0.1:8081,false,1,\n\
+1,http,web,127.0.0.1:8082,0,4,tcp,0,-1,-1,-1,-1,down,9,4,refused,1700000000123,1700000000123,,\
+127.0.0.1:8082,false,1,\n\
+0,stream,web,127.0.0.1:8081,2,0,udp,5353,1,1,1,2,up,9,4,,,,,127.0.0.1:8081,false,1,\n"
     );
     for filter in FILTERS {
         check_csv(&sample(), filter);
@@ -481,28 +502,37 @@ max_delay,status,checks,fails_total,last_failure_reason,last_change,down_since,h
 }
 
 #[test]
-fn csv_http_status_is_the_last_column() {
+fn csv_columns_are_appended_in_order() {
     let old = "index,upstream_type,upstream_name,host,rise,fall,check_type,check_port,last_delay,\
 avg_delay,min_delay,max_delay,status,checks,fails_total,last_failure_reason,last_change,down_since";
-    assert_eq!(csv::HEADER, format!("{old},http_status"));
-    let body = out(Format::Csv, None, &http_rows());
+    assert_eq!(
+        csv::HEADER,
+        format!("{old},http_status,server,backup,weight,admin")
+    );
+    let mut rows = http_rows();
+    rows[1].server = b"web.test:80";
+    rows[1].backup = true;
+    rows[1].weight = 7;
+    rows[1].disabled = true;
+    let body = out(Format::Csv, None, &rows);
     let (header, recs) = csv_records(&body);
-    assert_eq!(header.len(), 19);
+    assert_eq!(header.len(), 23);
     assert_eq!(&header[18], "http_status");
-    let last: Vec<&str> = recs.iter().map(|r| &r[18]).collect();
-    assert_eq!(last, ["503", "", "", "200", ""]);
+    let status: Vec<&str> = recs.iter().map(|r| &r[18]).collect();
+    assert_eq!(status, ["503", "", "", "200", ""]);
     // The columns before it are where they were.
     assert_eq!(&recs[0][15], "refused");
     assert_eq!(&recs[0][17], "1700000000123");
+    let added: Vec<&str> = recs[1].iter().skip(19).collect();
+    assert_eq!(added, ["web.test:80", "true", "7", "disabled"]);
     let text = String::from_utf8(body).unwrap();
     assert!(text
         .lines()
         .nth(1)
         .unwrap()
-        .ends_with(",1700000000123,1700000000123,503"));
-    assert!(text.lines().nth(2).unwrap().ends_with(",up,9,4,,,,"));
+        .ends_with(",1700000000123,1700000000123,503,10.0.0.1:80,false,1,"));
     for filter in FILTERS {
-        check_csv(&http_rows(), filter);
+        check_csv(&rows, filter);
     }
 }
 
@@ -585,7 +615,12 @@ fn html_http_cell() {
     assert!(line("10.0.0.4:443").contains("<td class=\"n\">200</td>"));
     assert!(line("10.0.0.5:53").contains("<td class=\"n\"></td><td>never</td>"));
     for l in page.lines().filter(|l| l.starts_with("<tr")) {
-        assert_eq!(l.matches("<td").count(), html::COLUMNS.len(), "{l}");
+        let columns = if l.starts_with("<tr class=\"upstream") {
+            html::UPSTREAM_COLUMNS.len()
+        } else {
+            html::COLUMNS.len()
+        };
+        assert_eq!(l.matches("<td").count(), columns, "{l}");
     }
 }
 
@@ -1021,6 +1056,7 @@ fn prom_lean_and_full_pages() {
         samples
             .iter()
             .filter(|s| s.labels.get("upstream_type").map(String::as_str) == Some(group))
+            .filter(|s| s.labels.contains_key("index"))
             .map(|s| s.name.clone())
             .collect::<Vec<_>>()
     };
@@ -1370,6 +1406,11 @@ fn borrow(owned: &[OwnedRow]) -> Vec<PeerRow<'_>> {
                 index,
                 upstream: &o.upstream,
                 name: &o.name,
+                server: &o.name,
+                backup: false,
+                weight: 1,
+                disabled: false,
+                fail_open: false,
                 up: o.up,
                 rise: o.rise,
                 fall: o.fall,
@@ -1501,5 +1542,135 @@ fn render_timing() {
             buf.len(),
             rows.len()
         );
+    }
+}
+
+#[test]
+fn summaries_count_every_peer_of_each_upstream() {
+    let rows = [
+        row(Group::Http, 0, b"a", b"10.0.0.1:80", true),
+        PeerRow {
+            disabled: true,
+            ..row(Group::Http, 1, b"a", b"10.0.0.2:80", true)
+        },
+        row(Group::Http, 2, b"b", b"10.0.0.3:80", false),
+        // `a` again, apart from its first rows: still one summary.
+        row(Group::Http, 3, b"a", b"10.0.0.4:80", false),
+        PeerRow {
+            fail_open: true,
+            ..row(Group::Stream, 0, b"a", b"10.0.0.5:53", false)
+        },
+    ];
+    let s = summarize(&rows);
+    let brief: Vec<_> = s
+        .iter()
+        .map(|u| {
+            (
+                u.group,
+                u.name,
+                u.peers,
+                u.up,
+                u.down,
+                u.disabled,
+                u.selectable,
+                u.fail_open,
+            )
+        })
+        .collect();
+    assert_eq!(
+        brief,
+        [
+            (Group::Http, &b"a"[..], 3, 2, 1, 1, 1, false),
+            (Group::Http, &b"b"[..], 1, 0, 1, 0, 0, false),
+            (Group::Stream, &b"a"[..], 1, 0, 1, 0, 1, true),
+        ]
+    );
+    // HTML flags the upstream left with no selectable peer, whatever the
+    // filter prints.
+    let page = html_of(&rows, Some(Filter::Up));
+    assert!(page.contains("Upstreams: 3, <span class=\"bad\">1 with no selectable peer</span>"));
+    let stranded: Vec<&str> = page
+        .lines()
+        .filter(|l| l.starts_with("<tr class=\"upstream stranded\">"))
+        .collect();
+    assert_eq!(stranded.len(), 1);
+    assert!(stranded[0].contains("<td class=\"w\">b</td>"));
+    assert!(stranded[0].contains("no selectable peer"));
+    // Prometheus: one series per upstream and family.
+    let samples = prom_of(&rows, Some(Filter::Down));
+    let up = |group: &str, name: &str| {
+        value_of(
+            &samples,
+            "nginx_upstream_peers_up",
+            &[("upstream_type", group), ("upstream", name)],
+        )
+    };
+    assert_eq!(
+        (up("http", "a"), up("http", "b"), up("stream", "a")),
+        (2.0, 0.0, 0.0)
+    );
+    let open = value_of(
+        &samples,
+        "nginx_upstream_fail_open",
+        &[("upstream_type", "stream"), ("upstream", "a")],
+    );
+    assert_eq!(open, 1.0);
+}
+
+#[test]
+fn admin_answer_lists_rows_with_group_and_change() {
+    let rows = sample();
+    let peers = [
+        (
+            PeerRow {
+                disabled: true,
+                ..rows[0]
+            },
+            true,
+        ),
+        (rows[2], false),
+    ];
+    let mut body = Vec::new();
+    json::admin_answer("disable", &peers, &mut body);
+    let v: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(v["action"], json!("disable"));
+    assert_eq!(v["changed"], json!(1));
+    let listed = v["peers"].as_array().unwrap();
+    assert_eq!(listed.len(), 2);
+    assert_eq!(listed[0]["group"], json!("http"));
+    assert_eq!(listed[0]["changed"], json!(true));
+    assert_eq!(listed[0]["admin"], json!("disabled"));
+    assert_eq!(listed[0]["name"], json!("127.0.0.1:8081"));
+    assert_eq!(listed[1]["group"], json!("stream"));
+    assert_eq!(listed[1]["admin"], Value::Null);
+    // The status row's fields, plus group and changed.
+    let status = json_of(&rows, None);
+    let mut row = status["servers"]["http"][0].clone();
+    row["admin"] = json!("disabled");
+    row["group"] = json!("http");
+    row["changed"] = json!(true);
+    assert_eq!(listed[0], row);
+    let mut empty = Vec::new();
+    json::admin_answer("up", &[], &mut empty);
+    assert_eq!(
+        empty,
+        b"{\"action\": \"up\", \"changed\": 0, \"peers\": []}\n"
+    );
+}
+
+#[test]
+fn prom_server_label_only_when_not_the_address() {
+    let rows = [
+        row(Group::Http, 0, b"web", b"10.0.0.1:80", true),
+        PeerRow {
+            server: b"web.test:80",
+            ..row(Group::Http, 1, b"web", b"10.0.0.2:80", true)
+        },
+    ];
+    for samples in [prom_of(&rows, None), prom_full_of(&rows, None)] {
+        for s in samples.iter().filter(|s| s.labels.contains_key("index")) {
+            let want = (s.labels["index"] == "1").then(|| "web.test:80".to_string());
+            assert_eq!(s.labels.get("server"), want.as_ref(), "{}", s.name);
+        }
     }
 }
