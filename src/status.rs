@@ -140,6 +140,7 @@ impl Row {
             last_change_ms: s.last_change,
             last_duration_ms: s.last_duration.into(),
             http_status: s.http_status(),
+            tls_resumed: matches!(self.check_type, "https" | "tls").then_some(s.tls_resumed),
             down_since_ms: (!s.up && s.down_since != 0).then_some(s.down_since),
             duration_buckets: &s.buckets,
             duration_sum_ms: s.duration_sum,

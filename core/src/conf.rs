@@ -35,8 +35,7 @@ pub use context::{
 };
 pub use directives::{
     parse_fail_open, parse_keepalive_requests, parse_shm_size, parse_state_file,
-    parse_status_directive,
-    parse_vnswrr, StatusConf, VnswrrConf,
+    parse_status_directive, parse_vnswrr, StatusConf, VnswrrConf,
 };
 pub use escape::unescape;
 pub(crate) use http::{is_token, TOKEN_SYNTAX};

@@ -356,6 +356,10 @@ pub struct PeerRow<'a> {
     /// it (as `0` while `None`) only for `http` and `https` peers, on the
     /// full page.
     pub http_status: Option<u16>,
+    /// TLS checks (`https`, `tls`): rounds whose handshake resumed a
+    /// session; `None` for other types (JSON `null`; Prometheus prints the
+    /// counter only for TLS peers).
+    pub tls_resumed: Option<u64>,
     /// Unix ms of the last up/down flip, 0 = never.
     pub last_change_ms: u64,
     /// Duration of the last round, ms (0 before the first).

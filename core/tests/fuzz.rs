@@ -1543,7 +1543,7 @@ fn reasons() -> Vec<&'static str> {
         .collect()
 }
 
-const TYPES: [&str; 6] = ["tcp", "udp", "http", "https", "", "-x,\"y\"\n<b>"];
+const TYPES: [&str; 7] = ["tcp", "udp", "http", "https", "tls", "", "-x,\"y\"\n<b>"];
 
 /// Whether a peer of `check_type` has the HTTP status series (full page).
 fn speaks_http(check_type: &str) -> bool {
@@ -1705,6 +1705,7 @@ fn borrow(owned: &[OwnedRow]) -> Vec<PeerRow<'_>> {
                 failures_by_reason: &o.failures,
                 last_failure_reason: o.last_failure_reason,
                 http_status: o.http_status,
+                tls_resumed: matches!(o.check_type, "https" | "tls").then_some(o.checks),
                 last_change_ms: o.last_change_ms,
                 last_duration_ms: o.sum,
                 down_since_ms: o.down_since_ms,
@@ -1835,7 +1836,12 @@ fn check_json(
             o.get("admin"),
             Some(&serde_json::json!(r.disabled.then_some("disabled")))
         );
-        prop_assert_eq!(o.as_object().map(|m| m.len()), Some(22));
+        prop_assert_eq!(
+            o.get("tls_resumed"),
+            Some(&serde_json::json!(r.tls_resumed)),
+            "a number or null"
+        );
+        prop_assert_eq!(o.as_object().map(|m| m.len()), Some(23));
     }
     // Key order (serde_json's map does not keep it): each peer is one line,
     // and a key with its `": ` cannot occur inside an escaped string.
@@ -2214,6 +2220,8 @@ fn check_prom(
                 s("nginx_upstream_server_check_last_duration_seconds"),
                 s("nginx_upstream_server_http_status")
                     .filter(|_| full && shown.iter().any(|r| speaks_http(r.check_type))),
+                s("nginx_upstream_server_check_tls_resumed_total")
+                    .filter(|_| shown.iter().any(|r| r.tls_resumed.is_some())),
                 s("nginx_upstream_server_check_duration_seconds").filter(|_| full),
             ]
             .into_iter()
@@ -2267,6 +2275,11 @@ fn check_prom(
         prop_assert_eq!(
             one("nginx_upstream_server_http_status"),
             (full && speaks_http(r.check_type)).then(|| r.http_status.unwrap_or(0).to_string())
+        );
+        // Both pages, TLS peers only.
+        prop_assert_eq!(
+            one("nginx_upstream_server_check_tls_resumed_total"),
+            r.tls_resumed.map(|n| n.to_string())
         );
         // Failures: one series per distinct reason, with the (saturating) sum.
         let mut want: Vec<(&str, u64)> = Vec::new();

@@ -90,7 +90,20 @@ fn healthy_tls_servers_are_up_with_sni_and_resumption() {
     healthcheck_t::wait_until(LONG, "the backend sees resumed tls sessions", || {
         b.tls_sessions().iter().filter(|h| h.resumed).count() >= 3
     });
-    // TODO(status): tls_resumed in JSON once the status rows carry it.
+    let s = poll_status_json(port, LONG, "resumptions counted", |s| {
+        row(s, Kind::Http, "web", &https)["tls_resumed"].as_i64() >= Some(3)
+    });
+    let resumed = row(&s, Kind::Http, "web", &https)["tls_resumed"]
+        .as_i64()
+        .unwrap();
+    assert!(
+        resumed < s.checks(Kind::Http, "web", &https),
+        "the first round is full: {s}"
+    );
+    assert!(
+        row(&s, Kind::Http, "raw", &tls)["tls_resumed"].as_i64() >= Some(1),
+        "{s}"
+    );
     let sessions = b.tls_sessions();
     assert!(
         sessions.iter().any(|h| h.sni.is_none())

@@ -154,10 +154,13 @@ fn peer(r: &PeerRow, out: &mut Vec<u8>) {
     });
     push_u64(out, r.weight.into());
     out.extend_from_slice(if r.disabled {
-        b", \"admin\": \"disabled\"}"
+        b", \"admin\": \"disabled\""
     } else {
-        b", \"admin\": null}"
+        b", \"admin\": null"
     });
+    out.extend_from_slice(b", \"tls_resumed\": ");
+    opt_u64(out, r.tls_resumed);
+    out.push(b'}');
 }
 
 fn opt_u64(out: &mut Vec<u8>, v: Option<u64>) {

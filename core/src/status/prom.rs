@@ -18,6 +18,7 @@
 //! | `nginx_upstream_server_last_change_timestamp_seconds` | gauge (0 = never) | peer | full |
 //! | `nginx_upstream_server_check_last_duration_seconds` | gauge | peer | both |
 //! | `nginx_upstream_server_http_status` | gauge (0 = none yet) | peer | full, `http`/`https` peers only |
+//! | `nginx_upstream_server_check_tls_resumed_total` | counter | peer | both, `https`/`tls` peers only |
 //! | `nginx_upstream_server_check_duration_seconds` | histogram | peer (+ `le`) | full |
 //!
 //! The default page carries the families marked "both"; the full page
@@ -152,22 +153,24 @@ enum Family {
     LastChange,
     LastDuration,
     HttpStatus,
+    TlsResumed,
     Histogram,
 }
 
 /// The default page's per-peer families, in the order printed: 3 + (the
 /// reasons of the check type) series per peer (README: Cardinality).
-const LEAN: [Family; 4] = [
+const LEAN: [Family; 5] = [
     Family::Active,
     Family::Checks,
     Family::Failures,
     Family::LastDuration,
+    Family::TlsResumed,
 ];
 
 /// The full page's (`?histogram=on`): the lean families, `rise`, `fall`,
 /// the last change's time, the last HTTP status (http/https peers) and the
 /// duration histogram.
-const FULL: [Family; 9] = [
+const FULL: [Family; 10] = [
     Family::Rise,
     Family::Fall,
     Family::Active,
@@ -176,6 +179,7 @@ const FULL: [Family; 9] = [
     Family::LastChange,
     Family::LastDuration,
     Family::HttpStatus,
+    Family::TlsResumed,
     Family::Histogram,
 ];
 
@@ -227,6 +231,7 @@ fn speaks_http(check_type: &str) -> bool {
 pub(super) fn has_samples(pass: usize, full: bool, r: &PeerRow) -> bool {
     match families(full).get(pass) {
         Some(Family::HttpStatus) => speaks_http(r.check_type),
+        Some(Family::TlsResumed) => r.tls_resumed.is_some(),
         Some(_) => true,
         None => false,
     }
@@ -236,7 +241,10 @@ pub(super) fn has_samples(pass: usize, full: bool, r: &PeerRow) -> bool {
 /// ([`pass_header`] then comes just before it) instead of opening the pass:
 /// a family only some peers have is left out when no printed peer has it.
 pub(super) fn header_waits(pass: usize, full: bool) -> bool {
-    families(full).get(pass) == Some(&Family::HttpStatus)
+    matches!(
+        families(full).get(pass),
+        Some(Family::HttpStatus | Family::TlsResumed)
+    )
 }
 
 /// `# HELP` and `# TYPE` of pass `pass`'s family.
@@ -285,6 +293,7 @@ fn per_peer(f: Family) -> &'static PerPeer {
         Family::Checks => &PER_PEER[3],
         Family::LastChange => &PER_PEER[4],
         Family::HttpStatus => &PER_PEER[6],
+        Family::TlsResumed => &PER_PEER[7],
         // LastDuration; Failures and Histogram have their own writers.
         _ => &PER_PEER[5],
     }
@@ -298,7 +307,7 @@ struct PerPeer {
     value: fn(&PeerRow, &mut Vec<u8>),
 }
 
-const PER_PEER: [PerPeer; 7] = [
+const PER_PEER: [PerPeer; 8] = [
     PerPeer {
         name: "nginx_upstream_server_rise",
         help: "Current consecutive successful checks.",
@@ -340,6 +349,12 @@ const PER_PEER: [PerPeer; 7] = [
         help: "Last HTTP status code of the peer's check, 0 before any.",
         kind: "gauge",
         value: |r, out| push_u64(out, r.http_status.map_or(0, u64::from)),
+    },
+    PerPeer {
+        name: "nginx_upstream_server_check_tls_resumed_total",
+        help: "TLS check rounds whose handshake resumed a session.",
+        kind: "counter",
+        value: |r, out| push_u64(out, r.tls_resumed.unwrap_or(0)),
     },
 ];
 

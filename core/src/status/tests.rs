@@ -31,6 +31,7 @@ fn row<'a>(group: Group, index: u32, upstream: &'a [u8], name: &'a [u8], up: boo
         failures_by_reason: REASONS,
         last_failure_reason: if up { None } else { Some("refused") },
         http_status: None,
+        tls_resumed: None,
         last_change_ms: if up { 0 } else { 1_700_000_000_123 },
         last_duration_ms: 12,
         down_since_ms: if up { None } else { Some(1_700_000_000_123) },
@@ -273,13 +274,14 @@ fn json_exact() {
         "rise": 2, "fall": 0, "type": "tcp", "port": 0, "last_delay_ms": 1, "avg_delay_ms": 1,
         "min_delay_ms": 1, "max_delay_ms": 2, "checks": 9, "fails_total": 4,
         "last_failure_reason": null, "http_status": null, "last_change": null, "down_since": null,
-        "server": "127.0.0.1:8081", "backup": false, "weight": 1, "admin": null});
+        "server": "127.0.0.1:8081", "backup": false, "weight": 1, "admin": null,
+        "tls_resumed": null});
     let down1 = json!({"index": 1, "upstream": "web", "name": "127.0.0.1:8082", "status": "down",
         "rise": 0, "fall": 4, "type": "tcp", "port": 0, "last_delay_ms": -1, "avg_delay_ms": -1,
         "min_delay_ms": -1, "max_delay_ms": -1, "checks": 9, "fails_total": 4,
         "last_failure_reason": "refused", "http_status": null, "last_change": 1_700_000_000_123u64,
         "down_since": 1_700_000_000_123u64, "server": "127.0.0.1:8082", "backup": false,
-        "weight": 1, "admin": null});
+        "weight": 1, "admin": null, "tls_resumed": null});
     let mut s0 = up0.clone();
     s0["type"] = json!("udp");
     s0["port"] = json!(5353);
@@ -1425,6 +1427,7 @@ fn borrow(owned: &[OwnedRow]) -> Vec<PeerRow<'_>> {
                 failures_by_reason: REASONS,
                 last_failure_reason: o.reason.map(|i| crate::reason::NAMES[i]),
                 http_status: o.http_status,
+                tls_resumed: matches!(o.check_type, "https" | "tls").then_some(o.checks / 2),
                 last_change_ms: o.last_change_ms,
                 last_duration_ms: o.sum,
                 down_since_ms: o.down_since_ms,
