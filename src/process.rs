@@ -132,6 +132,19 @@ pub unsafe fn init(cycle: &ngx_cycle_t) {
         // SAFETY: per the contract.
         unsafe { start_probes(cycle, &worker) }
     };
+    for (proto, ctx) in [(Group::Http, &worker.http), (Group::Stream, &worker.stream)] {
+        if let Some((slots, peers)) = ctx.mismatch {
+            ffi::log(
+                NGX_LOG_ALERT,
+                cycle.log,
+                format_args!(
+                    "ngx_healthcheck_module: the {} zone has {slots} slots for {peers} checked \
+                     peers: this worker checks none of them (a bug: please report it)",
+                    proto.as_str()
+                ),
+            );
+        }
+    }
     worker.http.settle_fail_open(cycle.log);
     worker.stream.settle_fail_open(cycle.log);
     // SAFETY: per the contract.
@@ -290,12 +303,18 @@ unsafe fn worker_slot(cycle: &ngx_cycle_t) -> (u32, u32) {
 /// reports state changes itself) unless debug logging is on. Made once per
 /// process and never freed (probe connections of any cycle may use it).
 fn conn_log(cycle: &ngx_cycle_t) -> *mut ngx_log_t {
-    static CONN_LOG: core::sync::atomic::AtomicPtr<ngx_log_t> =
-        core::sync::atomic::AtomicPtr::new(ptr::null_mut());
-    let made = CONN_LOG.load(core::sync::atomic::Ordering::Relaxed);
-    if !made.is_null() {
+    use core::sync::atomic::{AtomicPtr, Ordering::Relaxed};
+    static CONN_LOG: AtomicPtr<ngx_log_t> = AtomicPtr::new(ptr::null_mut());
+    // The cycle it was copied from: the copy points at that cycle's log
+    // file, which a single process's in-place reload frees with the old
+    // cycle, so a new cycle gets a new copy (the old one, a few words, is
+    // left: probes of the old cycle may have used it).
+    static FROM: AtomicPtr<ngx_cycle_t> = AtomicPtr::new(ptr::null_mut());
+    let made = CONN_LOG.load(Relaxed);
+    if !made.is_null() && FROM.load(Relaxed) == ptr::from_ref(cycle).cast_mut() {
         return made;
     }
+    FROM.store(ptr::from_ref(cycle).cast_mut(), Relaxed);
     // SAFETY: the cycle's log is valid; the copy lives as long as the
     // process.
     let mut l = unsafe { *cycle.log };
@@ -303,7 +322,7 @@ fn conn_log(cycle: &ngx_cycle_t) -> *mut ngx_log_t {
         l.log_level = l.log_level.min(NGX_LOG_ALERT as usize);
     }
     let made = Box::into_raw(Box::new(l));
-    CONN_LOG.store(made, core::sync::atomic::Ordering::Relaxed);
+    CONN_LOG.store(made, Relaxed);
     made
 }
 

@@ -122,6 +122,21 @@ impl UpstreamBlock for UpstreamRef {
     }
 }
 
+// Peers nginx 1.27.3+ creates at run time for `server ... resolve` have a
+// `host`; they are not checked (README: Limits) and never get a slot.
+#[cfg(ngx_version_at_least = "1.27.3")]
+macro_rules! resolved {
+    ($peer:expr) => {
+        !$peer.host.is_null()
+    };
+}
+#[cfg(not(ngx_version_at_least = "1.27.3"))]
+macro_rules! resolved {
+    ($peer:expr) => {
+        false
+    };
+}
+
 macro_rules! walk {
     ($umcf:expr, $uscf_t:ty, $peers_t:ty, $module:expr) => {{
         let mut out = Vec::new();
@@ -145,14 +160,19 @@ macro_rules! walk {
             while let Some(g) = group.as_mut().filter(|_| c.check.is_some()) {
                 let list = lists.len() as u32;
                 lists.push(group as *const c_void);
-                locks.push(if g.shpool.is_null() {
+                let lock = if g.shpool.is_null() {
                     core::ptr::null_mut()
                 } else {
                     core::ptr::addr_of_mut!(g.rwlock)
-                });
+                };
+                locks.push(lock);
+                // A zone's list may change under another worker's resolver.
+                if !lock.is_null() {
+                    ngx::ffi::ngx_rwlock_rlock(lock);
+                }
                 let mut p = g.peer;
                 while let Some(peer) = p.as_mut() {
-                    if peer.down == 0 {
+                    if peer.down == 0 && !resolved!(peer) {
                         peers.push(PeerRef {
                             peer: p as *const c_void,
                             name: peer.name,
@@ -166,6 +186,9 @@ macro_rules! walk {
                         });
                     }
                     p = peer.next;
+                }
+                if !lock.is_null() {
+                    ngx::ffi::ngx_rwlock_unlock(lock);
                 }
                 group = g.next;
                 backup = true;

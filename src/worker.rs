@@ -115,6 +115,9 @@ pub struct Context {
     sels: Vec<Selection>,
     /// `srv conf address -> index in sels`.
     sel_map: PtrMap,
+    /// The zone was planned for another peer list (slots, peers): a broken
+    /// invariant, reported by `process::init`; the context checks nothing.
+    pub mismatch: Option<(usize, usize)>,
 }
 
 /// What selection needs of one checked upstream.
@@ -277,6 +280,10 @@ impl Context {
         }
         // A zone planned for a different peer list must never be indexed
         // with this one (a broken invariant, but never a wrong peer).
+        let mismatch = zone
+            .as_ref()
+            .filter(|z| z.slots().len() != targets.len())
+            .map(|z| (z.slots().len(), targets.len()));
         let zone = zone.filter(|z| z.slots().len() == targets.len());
         let map = PtrMap::new(targets.iter().map(|t| (t.peer.peer as usize, t.index)));
         let lists = PtrMap::new(
@@ -294,6 +301,7 @@ impl Context {
             state_file: None,
             sels,
             sel_map: PtrMap::new(sel_map),
+            mismatch,
         }
     }
 

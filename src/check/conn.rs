@@ -229,6 +229,15 @@ impl Conn {
         tls_result(tls, io_result(n))
     }
 
+    /// Clear both events' `timedout` (nginx sets it when a timer fires and
+    /// never clears it).
+    pub fn clear_timedout(self) {
+        for ev in self.events() {
+            // SAFETY: the connection's own events.
+            unsafe { (*ev).set_timedout(0) };
+        }
+    }
+
     /// Arm the read event's timer.
     pub fn read_timer(self, ms: u64) {
         // SAFETY: the connection's own read event.
@@ -337,6 +346,15 @@ impl Conn {
             )
         };
         rc == 0
+    }
+
+    /// Whether nginx's SSL layer holds one of our event handlers aside
+    /// (`SSL_read` wanted to write, or `SSL_write` to read): it restores it
+    /// later, over whatever was attached since.
+    pub fn tls_handler_parked(self) -> bool {
+        // SAFETY: c->ssl is NULL or nginx's live SSL connection.
+        unsafe { self.c().ssl.as_ref() }
+            .is_some_and(|s| s.saved_read_handler.is_some() || s.saved_write_handler.is_some())
     }
 
     /// Whether the connection carries TLS or its pool (a TLS round's): such

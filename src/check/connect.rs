@@ -146,6 +146,10 @@ pub fn connect_timer_expired(p: &Probe, c: Conn) -> Expired {
     if err != 0 {
         return Expired::Failed(Outcome::Down(reason_of(err)));
     }
+    // Not a timeout after all: nginx leaves the flag set, and the next
+    // event (the TLS handshake's handler, a kind's write event) must not
+    // read it as one.
+    c.clear_timedout();
     if c.is_connected() {
         return Expired::Connected;
     }

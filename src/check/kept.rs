@@ -47,9 +47,20 @@ pub fn take_for_round(p: &mut Probe, now: u64) -> bool {
         close_kept(p);
         return false;
     }
-    match k.conn.peek() {
+    let conn = k.conn;
+    // Over TLS, nginx may have parked a handler of ours while OpenSSL
+    // waited for the other direction; it would come back on the round's
+    // events. Such a connection is not reused.
+    if conn.tls_handler_parked() {
+        close_kept(p);
+        return false;
+    }
+    let peek = conn.peek();
+    super::tls::collect_session(p, conn);
+    match peek {
         Peek::WouldBlock => {}
-        Peek::Data if p.kind.reuse_with_pending_data() => {}
+        // (A TLS peek consumed the byte: only a plain socket keeps it.)
+        Peek::Data if p.kind.reuse_with_pending_data() && !conn.is_tls() => {}
         // Gone, or holding bytes no request asked for: the same round
         // re-handshakes and the new connection's result counts.
         Peek::Data | Peek::Failed(_) => {
@@ -139,7 +150,7 @@ fn drain_idle(p: &mut Probe, c: Conn) {
                     return close_kept(p);
                 }
             }
-            Io::Again => return,
+            Io::Again => return super::tls::collect_session(p, c),
             // FIN, RST or keepalive timeout: the next round re-handshakes.
             Io::Done(_) | Io::Error(_) => return close_kept(p),
         }

@@ -47,6 +47,10 @@ pub enum Step {
 /// End the round: keep or close its connection, record the outcome, free
 /// the lease and look at the schedule again when the next round is due.
 pub fn finish(p: &mut Probe, outcome: Outcome) {
+    if let Some(c) = p.conn {
+        // A session ticket the round's reads brought.
+        super::tls::collect_session(p, c);
+    }
     if p.keep && matches!(outcome, Outcome::Up { .. }) && p.kind.may_keep() {
         kept::keep(p);
     }

@@ -16,7 +16,7 @@
 
 use core::ffi::CStr;
 use core::ptr;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::ffi::CString;
 
 use healthcheck_core::reason::Reason;
@@ -100,7 +100,7 @@ pub fn start(p: &mut Probe) -> Handshake {
     let Some(c) = p.conn else {
         return Handshake::Failed(Outcome::Local(Local::NoConnection));
     };
-    let log = tls_log(p.conn_log);
+    let base = p.conn_log;
     let Some(t) = p.tls.as_mut() else {
         return Handshake::Done;
     };
@@ -110,13 +110,16 @@ pub fn start(p: &mut Probe) -> Handshake {
     // SAFETY: the round's live connection; the SSL context lives in the
     // configuration pool of the running cycle.
     unsafe {
-        (*raw).log = log;
         if (*raw).pool.is_null() {
-            (*raw).pool = ngx_create_pool(POOL_SIZE, log);
+            (*raw).pool = ngx_create_pool(POOL_SIZE, base);
             if (*raw).pool.is_null() {
                 return Handshake::Failed(Outcome::Local(Local::NoMemory));
             }
         }
+        let Some(log) = connection_log((*raw).pool, base, raw) else {
+            return Handshake::Failed(Outcome::Local(Local::NoMemory));
+        };
+        (*raw).log = log;
         if ngx_ssl_create_connection(t.ssl, raw, NGX_SSL_CLIENT as ngx_uint_t)
             != NGX_OK as ngx_int_t
         {
@@ -141,7 +144,7 @@ pub fn start(p: &mut Probe) -> Handshake {
         }
         (*sc).handler = Some(ngx_healthcheck_tls_handshaked);
     }
-    CAPTURED.with(|m| m.borrow_mut().take());
+    c.clear_timedout();
     // SAFETY: the connection has its SSL object now.
     let rc = unsafe { ngx_ssl_handshake(raw) };
     if rc == NGX_AGAIN as ngx_int_t {
@@ -174,9 +177,10 @@ fn finished(p: &mut Probe, c: Conn) -> Handshake {
         if timedout {
             return Handshake::Failed(Outcome::Down(Reason::Timeout));
         }
-        t.detail = CAPTURED.with(|m| m.borrow_mut().take());
+        t.detail = captured(c);
         return Handshake::Failed(Outcome::Down(Reason::Tls));
     }
+    collect(t, c);
     // SAFETY: established: `sc` and its SSL object are live.
     let ssl = unsafe { (*sc).connection };
     // SAFETY: as above.
@@ -267,68 +271,109 @@ unsafe extern "C" fn ngx_healthcheck_tls_handshaked(c: *mut ngx_connection_t) {
     }
 }
 
+/// nginx's `save_session` callback: the server issued a session (after a
+/// full handshake, or a TLS 1.3 ticket read later). It runs inside OpenSSL,
+/// within a call the probe's own code made while it holds the probe, so it
+/// never touches the probe: the session waits in [`PENDING`] until the
+/// probe collects it ([`collect`]).
 unsafe extern "C" fn ngx_healthcheck_tls_save_session(c: *mut ngx_connection_t) {
-    // SAFETY: as in the handshake callback: the connection's data is its
-    // probe (a kept connection's too).
-    let (p, log) = unsafe { ((*c).data.cast::<Probe>(), (*c).log) };
-    // SAFETY: as above.
-    let Some(p) = (unsafe { p.as_mut() }) else {
-        return;
-    };
-    guard(log, "check TLS session", (), || {
-        // SAFETY: nginx's session of this connection, one reference for us.
-        let s = unsafe { ngx_ssl_get_session(c) };
-        if let Some(t) = p.tls.as_mut() {
-            t.set_session(s);
-        } else if !s.is_null() {
-            // SAFETY: the reference just taken.
-            unsafe { SSL_SESSION_free(s) };
+    // SAFETY: nginx's session of this live connection, one reference for us.
+    let s = unsafe { ngx_ssl_get_session(c) };
+    let old = PENDING.with(|p| p.replace((c as usize, s)));
+    if !old.1.is_null() {
+        // SAFETY: a reference no probe collected (another connection's).
+        unsafe { SSL_SESSION_free(old.1) };
+    }
+}
+
+/// Take the session nginx handed over for `c`, if any, as the peer's next.
+fn collect(t: &mut Tls, c: Conn) {
+    let pending = PENDING.with(|p| {
+        let (conn, s) = p.get();
+        if conn == c.as_ptr() as usize && !s.is_null() {
+            p.set((0, ptr::null_mut()));
+            s
+        } else {
+            ptr::null_mut()
         }
     });
+    if !pending.is_null() {
+        t.set_session(pending);
+    }
+}
+
+/// The probe's side of [`collect`], after any read on its connection `c`.
+pub fn collect_session(p: &mut Probe, c: Conn) {
+    if let Some(t) = p.tls.as_mut() {
+        collect(t, c);
+    }
 }
 
 // --- OpenSSL's reason for the log line ---------------------------------------
 
 thread_local! {
-    /// The last message nginx's SSL layer logged on a TLS check connection.
-    static CAPTURED: RefCell<Option<String>> = const { RefCell::new(None) };
+    /// A session for the connection (its address) that got it.
+    static PENDING: Cell<(usize, *mut SSL_SESSION)> = const { Cell::new((0, ptr::null_mut())) };
+    /// The last message nginx's SSL layer logged on a TLS check connection,
+    /// and that connection's address.
+    static CAPTURED: RefCell<(usize, Option<String>)> = const { RefCell::new((0, None)) };
 }
 
 /// Longest message kept.
 const CAPTURED_MAX: usize = 512;
 
-/// The log of TLS check connections: nginx's SSL layer logs a failed
-/// handshake with OpenSSL's reason (at `info` or `crit`); this log keeps
-/// the last message for the module's own state-change line instead of
-/// writing it (a check that fails every round must not fill the error
-/// log). With debug logging on, the connections keep the ordinary log.
-fn tls_log(conn_log: *mut ngx_log_t) -> *mut ngx_log_t {
-    static LOG: core::sync::atomic::AtomicPtr<ngx_log_t> =
-        core::sync::atomic::AtomicPtr::new(ptr::null_mut());
-    let made = LOG.load(core::sync::atomic::Ordering::Relaxed);
-    if !made.is_null() {
-        return made;
-    }
-    // SAFETY: the probe connections' log lives as long as the process.
-    let mut l = unsafe { *conn_log };
+/// What nginx logged last on `c`, taken.
+fn captured(c: Conn) -> Option<String> {
+    CAPTURED.with(|m| {
+        let mut m = m.borrow_mut();
+        if m.0 == c.as_ptr() as usize {
+            m.1.take()
+        } else {
+            None
+        }
+    })
+}
+
+/// The log of one TLS check connection, in its pool: nginx's SSL layer
+/// logs a failed handshake with OpenSSL's reason (at `info` or `crit`);
+/// this log keeps the connection's last message for the module's own
+/// state-change line instead of writing it (a check that fails every round
+/// must not fill the error log). With debug logging on, the connection
+/// keeps the ordinary log.
+///
+/// # Safety
+/// `pool` is the connection's; `base` the probes' connection log.
+unsafe fn connection_log(
+    pool: *mut ngx::ffi::ngx_pool_t,
+    base: *mut ngx_log_t,
+    c: *mut ngx_connection_t,
+) -> Option<*mut ngx_log_t> {
+    // SAFETY: per the contract.
+    let mut l = unsafe { *base };
     if l.log_level & !0xf != 0 {
         // debug bits: keep nginx's own messages
-        return conn_log;
+        return Some(base);
     }
     l.log_level = ngx::ffi::NGX_LOG_INFO as usize;
     l.writer = Some(capture);
-    l.wdata = ptr::null_mut();
+    l.wdata = c.cast();
     l.next = ptr::null_mut();
-    l.handler = None;
-    l.data = ptr::null_mut();
-    let made = Box::into_raw(Box::new(l));
-    LOG.store(made, core::sync::atomic::Ordering::Relaxed);
-    made
+    // SAFETY: a log-sized allocation in the connection's pool, which lives
+    // as long as the connection.
+    let made = unsafe { ngx::ffi::ngx_palloc(pool, core::mem::size_of::<ngx_log_t>()) }
+        .cast::<ngx_log_t>();
+    if made.is_null() {
+        return None;
+    }
+    // SAFETY: freshly allocated, the right size and alignment (nginx's
+    // pools align to pointers).
+    unsafe { made.write(l) };
+    Some(made)
 }
 
-unsafe extern "C" fn capture(_log: *mut ngx_log_t, _level: ngx_uint_t, buf: *mut u8, len: usize) {
-    // SAFETY: nginx passes its formatted line.
-    let line = unsafe { core::slice::from_raw_parts(buf, len) };
+unsafe extern "C" fn capture(log: *mut ngx_log_t, _level: ngx_uint_t, buf: *mut u8, len: usize) {
+    // SAFETY: nginx passes its formatted line and the log we made.
+    let (line, conn) = unsafe { (core::slice::from_raw_parts(buf, len), (*log).wdata as usize) };
     // "2026/12/01 10:00:00 [info] 12#12: *3 SSL_do_handshake() failed (...)"
     let text = line
         .windows(2)
@@ -344,5 +389,5 @@ unsafe extern "C" fn capture(_log: *mut ngx_log_t, _level: ngx_uint_t, buf: *mut
     let text = String::from_utf8_lossy(&text[..text.len().min(CAPTURED_MAX)])
         .trim_end()
         .to_string();
-    CAPTURED.with(|m| *m.borrow_mut() = Some(text));
+    CAPTURED.with(|m| *m.borrow_mut() = (conn, Some(text)));
 }

@@ -150,7 +150,7 @@ pub fn status_is_up(s: &str) -> bool {
 // --- JSON --------------------------------------------------------------------
 
 /// The keys of a JSON peer object.
-pub const JSON_PEER_KEYS: [&str; 22] = [
+pub const JSON_PEER_KEYS: [&str; 23] = [
     "index",
     "upstream",
     "name",
@@ -173,6 +173,7 @@ pub const JSON_PEER_KEYS: [&str; 22] = [
     "backup",
     "weight",
     "admin",
+    "tls_resumed",
 ];
 
 /// A JSON page: exactly the documented keys, totals and per-group totals.
