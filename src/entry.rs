@@ -140,16 +140,24 @@ pub unsafe extern "C" fn ngx_stream_upstream_check_init_main_conf(
     }
 }
 
-pub unsafe extern "C" fn ngx_http_healthcheck_status(
+/// A location directive that makes the module the location's content
+/// handler: `set` stores the directive's value, then `handler` serves
+/// the location.
+///
+/// # Safety
+/// nginx's directive contract, in a location of the http context.
+unsafe fn location_handler(
     cf: *mut ngx_conf_t,
-    _cmd: *mut ngx_command_t,
     conf: *mut c_void,
+    what: &str,
+    set: unsafe fn(*mut ngx_conf_t, *mut c_void) -> *mut c_char,
+    handler: ngx::ffi::ngx_http_handler_pt,
 ) -> *mut c_char {
     // SAFETY: nginx passes the configuration being parsed.
     let log = unsafe { (*cf).log };
-    ffi::guard(log, "healthcheck_status", NGX_CONF_ERROR, || {
+    ffi::guard(log, what, NGX_CONF_ERROR, || {
         // SAFETY: nginx's directive contract.
-        let rv = unsafe { conf::set_status(cf, conf) };
+        let rv = unsafe { set(cf, conf) };
         if rv != NGX_CONF_OK {
             return rv;
         }
@@ -159,10 +167,27 @@ pub unsafe extern "C" fn ngx_http_healthcheck_status(
             let ctx = (*cf).ctx.cast::<ngx_http_conf_ctx_t>();
             let clcf = (*(*ctx).loc_conf.add(ngx_http_core_module.ctx_index))
                 .cast::<ngx_http_core_loc_conf_t>();
-            (*clcf).handler = Some(status::ngx_http_healthcheck_status_handler);
+            (*clcf).handler = handler;
         }
         NGX_CONF_OK
     })
+}
+
+pub unsafe extern "C" fn ngx_http_healthcheck_status(
+    cf: *mut ngx_conf_t,
+    _cmd: *mut ngx_command_t,
+    conf: *mut c_void,
+) -> *mut c_char {
+    // SAFETY: nginx's directive contract.
+    unsafe {
+        location_handler(
+            cf,
+            conf,
+            "healthcheck_status",
+            conf::set_status,
+            Some(status::ngx_http_healthcheck_status_handler),
+        )
+    }
 }
 
 pub unsafe extern "C" fn ngx_http_healthcheck_admin(
@@ -170,23 +195,16 @@ pub unsafe extern "C" fn ngx_http_healthcheck_admin(
     _cmd: *mut ngx_command_t,
     conf: *mut c_void,
 ) -> *mut c_char {
-    // SAFETY: nginx passes the configuration being parsed.
-    let log = unsafe { (*cf).log };
-    ffi::guard(log, "healthcheck_admin", NGX_CONF_ERROR, || {
-        // SAFETY: nginx's directive contract.
-        let rv = unsafe { conf::set_admin(cf, conf) };
-        if rv != NGX_CONF_OK {
-            return rv;
-        }
-        // SAFETY: as in `ngx_http_healthcheck_status`.
-        unsafe {
-            let ctx = (*cf).ctx.cast::<ngx_http_conf_ctx_t>();
-            let clcf = (*(*ctx).loc_conf.add(ngx_http_core_module.ctx_index))
-                .cast::<ngx_http_core_loc_conf_t>();
-            (*clcf).handler = Some(crate::admin::ngx_http_healthcheck_admin_handler);
-        }
-        NGX_CONF_OK
-    })
+    // SAFETY: nginx's directive contract.
+    unsafe {
+        location_handler(
+            cf,
+            conf,
+            "healthcheck_admin",
+            conf::set_admin,
+            Some(crate::admin::ngx_http_healthcheck_admin_handler),
+        )
+    }
 }
 
 pub unsafe extern "C" fn ngx_http_upstream_check_init_module(cycle: *mut ngx_cycle_t) -> ngx_int_t {

@@ -144,18 +144,21 @@ impl CheckType {
             Reason::Error,
             Reason::Mismatch,
         ];
-        const TLS_EXPECT: [Reason; 10] = [
-            Reason::Refused,
-            Reason::Timeout,
-            Reason::Reset,
-            Reason::Closed,
-            Reason::Unreachable,
-            Reason::Error,
-            Reason::Mismatch,
-            Reason::Invalid,
-            Reason::Tls,
-            Reason::TlsVerify,
-        ];
+        const TLS_EXPECT: [Reason; 10] = {
+            let t = TCP_EXPECT;
+            [
+                t[0],
+                t[1],
+                t[2],
+                t[3],
+                t[4],
+                t[5],
+                t[6],
+                t[7],
+                Reason::Tls,
+                Reason::TlsVerify,
+            ]
+        };
         match (self, expects) {
             (CheckType::Tcp, true) => &TCP_EXPECT,
             (CheckType::Udp, true) => &UDP_EXPECT,
