@@ -17,6 +17,7 @@ mod process;
 mod regex;
 mod shm;
 mod status;
+mod stream_link;
 mod upstream;
 mod vnswrr;
 mod worker;
