@@ -310,7 +310,11 @@ unsafe fn add_header(r: &mut ngx_http_request_t, key: &'static str, value: &'sta
         data: value.as_ptr().cast_mut(),
     };
     h.lowcase_key = ptr::null_mut();
-    h.next = ptr::null_mut();
+    // nginx 1.23.0 chained headers of one name through `next`.
+    #[cfg(ngx_version_at_least = "1.23.0")]
+    {
+        h.next = ptr::null_mut();
+    }
     true
 }
 
