@@ -37,7 +37,7 @@ hc_full_version() {
 # if it has none. Either layout: nginx.org's and GitHub's both keep one
 # top directory.
 hc_tarball_version() {
-    tar -xOf "$1" --wildcards '*/src/core/nginx.h' 2>/dev/null \
+    { tar -xOf "$1" --wildcards '*/src/core/nginx.h' 2>/dev/null || true; } \
         | sed -n 's/^#define NGINX_VERSION *"\(.*\)"$/\1/p' | head -n 1
 }
 
