@@ -14,9 +14,11 @@ use std::path::{Path, PathBuf};
 
 /// nginx versions the code tests for, oldest first: the cfg
 /// `ngx_version_at_least = "<v>"` holds when the tree is that version or
-/// later. 1.27.3 added re-resolving servers at run time, and with it
-/// `peers->config` and `peer->refs` (used by `src/vnswrr.rs`).
-const VERSION_GATES: &[&str] = &["1.27.3"];
+/// later. 1.23.0 added `next` to `ngx_table_elt_t` (headers of one name
+/// chained; `src/status.rs` sets it). 1.27.3 added re-resolving servers at
+/// run time, and with it `peers->config` and `peer->refs` (used by
+/// `src/vnswrr.rs`).
+const VERSION_GATES: &[&str] = &["1.23.0", "1.27.3"];
 
 /// (header, marker macro) pairs the patch adds.
 const MARKERS: &[(&str, &str)] = &[
@@ -97,6 +99,12 @@ fn nginx_version() -> Option<String> {
 }
 
 fn require_patched_tree() {
+    // `scripts/build --like` builds from the pristine sources of an
+    // installed nginx on purpose: that nginx has no patch, and the module
+    // needs none at build time (it finds the hooks at run time).
+    if dep("HC_UNPATCHED_TREE").as_deref() == Some("1") {
+        return;
+    }
     let includes: Vec<PathBuf> = dep("DEP_NGINX_INCLUDE")
         .map(|v| env::split_paths(&v).collect())
         .unwrap_or_default();

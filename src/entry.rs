@@ -72,6 +72,8 @@ pub unsafe extern "C" fn ngx_http_upstream_check_preconf(cf: *mut ngx_conf_t) ->
 pub unsafe extern "C" fn ngx_stream_upstream_check_preconf(cf: *mut ngx_conf_t) -> ngx_int_t {
     // SAFETY: nginx passes the configuration being parsed.
     let log = unsafe { (*cf).log };
+    // A stream configuration: stream is loaded, maybe from another .so.
+    crate::stream_link::refresh();
     ffi::guard(log, "preconfiguration", NGX_ERROR as ngx_int_t, || {
         preconfiguration(cf, Group::Stream)
     })
@@ -213,6 +215,9 @@ pub unsafe extern "C" fn ngx_http_upstream_check_init_module(cycle: *mut ngx_cyc
         return NGX_ERROR as ngx_int_t;
     };
     ffi::guard(cycle.log, "init_module", NGX_ERROR as ngx_int_t, || {
+        // The stream functions of the cycle that now runs (a failed reload
+        // may have looked up another ngx_stream_module.so's).
+        crate::stream_link::refresh();
         // SAFETY: init_module of `cycle`, its zones initialised.
         unsafe { process::reload_in_place(cycle) };
         NGX_OK as ngx_int_t
@@ -233,6 +238,7 @@ pub unsafe extern "C" fn ngx_http_upstream_check_init_process(
         return NGX_ERROR as ngx_int_t;
     };
     ffi::guard(cycle.log, "init_process", NGX_ERROR as ngx_int_t, || {
+        crate::stream_link::refresh();
         // SAFETY: a worker or single process; the cycle's configuration is
         // complete.
         unsafe { process::init(cycle) };

@@ -20,6 +20,7 @@ mod selection;
 mod shm;
 mod statefile;
 mod status;
+mod stream_link;
 mod tls;
 mod upstream;
 mod vnswrr;

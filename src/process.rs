@@ -13,9 +13,8 @@ use core::ptr;
 use ngx::ffi::{
     ngx_core_conf_t, ngx_core_module, ngx_cycle_t, ngx_http_conf_ctx_t, ngx_http_module,
     ngx_http_upstream_main_conf_t, ngx_http_upstream_module, ngx_log_t, ngx_process,
-    ngx_stream_conf_ctx_t, ngx_stream_module, ngx_stream_upstream_main_conf_t,
-    ngx_stream_upstream_module, ngx_worker, NGX_LOG_ALERT, NGX_LOG_DEBUG, NGX_LOG_WARN,
-    NGX_PROCESS_SINGLE,
+    ngx_stream_conf_ctx_t, ngx_stream_upstream_main_conf_t, ngx_worker, NGX_LOG_ALERT,
+    NGX_LOG_DEBUG, NGX_LOG_WARN, NGX_PROCESS_SINGLE,
 };
 
 use crate::check::Prober;
@@ -216,7 +215,10 @@ pub unsafe fn upstreams_of(proto: Group, main_conf: *mut *mut c_void) -> Vec<Ups
                 )
             }
             Group::Stream => {
-                let umcf = *main_conf.add(ngx_stream_upstream_module.ctx_index);
+                let Some((_, upstream)) = crate::stream_link::module_indices() else {
+                    return Vec::new();
+                };
+                let umcf = *main_conf.add(upstream);
                 upstream::stream_upstreams(
                     umcf.cast::<ngx_stream_upstream_main_conf_t>(),
                     &*ptr::addr_of!(crate::ngx_stream_upstream_check_module),
@@ -240,10 +242,14 @@ unsafe fn build_worker(cycle: &ngx_cycle_t) -> Worker {
                     ngx_http_module.index,
                     (*ptr::addr_of!(crate::ngx_http_upstream_check_module)).ctx_index,
                 ),
-                Group::Stream => (
-                    ngx_stream_module.index,
-                    (*ptr::addr_of!(crate::ngx_stream_upstream_check_module)).ctx_index,
-                ),
+                // Stream may be absent (src/stream_link.rs).
+                Group::Stream => match crate::stream_link::module_indices() {
+                    Some((stream, _)) => (
+                        stream,
+                        (*ptr::addr_of!(crate::ngx_stream_upstream_check_module)).ctx_index,
+                    ),
+                    None => continue,
+                },
             }
         };
         // SAFETY: conf_ctx has one entry per core module; the http and

@@ -24,10 +24,11 @@ use ngx::ffi::{
     ngx_add_timer, ngx_buf_t, ngx_chain_t, ngx_cycle_t, ngx_del_timer, ngx_delete_posted_event,
     ngx_event_t, ngx_http_cleanup_add, ngx_http_cleanup_t, ngx_http_discard_request_body,
     ngx_http_finalize_request, ngx_http_output_filter, ngx_http_request_t,
-    ngx_http_run_posted_requests, ngx_http_send_header, ngx_int_t, ngx_list_push, ngx_msec_t,
-    ngx_pcalloc, ngx_pool_cleanup_add, ngx_post_event, ngx_posted_next_events, ngx_str_t,
-    ngx_table_elt_t, NGX_DECLINED, NGX_DONE, NGX_ERROR, NGX_HTTP_GET, NGX_HTTP_HEAD,
-    NGX_HTTP_INTERNAL_SERVER_ERROR, NGX_LOG_ALERT, NGX_LOG_DEBUG, NGX_OK,
+    ngx_http_run_posted_requests, ngx_http_send_header, ngx_http_send_special, ngx_int_t,
+    ngx_list_push, ngx_msec_t, ngx_pcalloc, ngx_pool_cleanup_add, ngx_post_event,
+    ngx_posted_next_events, ngx_str_t, ngx_table_elt_t, NGX_DECLINED, NGX_DONE, NGX_ERROR,
+    NGX_HTTP_GET, NGX_HTTP_HEAD, NGX_HTTP_INTERNAL_SERVER_ERROR, NGX_HTTP_LAST, NGX_LOG_ALERT,
+    NGX_LOG_DEBUG, NGX_OK,
 };
 
 use crate::ffi::{guard, str_bytes, unix_ms};
@@ -343,7 +344,11 @@ pub(crate) unsafe fn add_header(
         data: value.as_ptr().cast_mut(),
     };
     h.lowcase_key = ptr::null_mut();
-    h.next = ptr::null_mut();
+    // nginx 1.23.0 chained headers of one name through `next`.
+    #[cfg(ngx_version_at_least = "1.23.0")]
+    {
+        h.next = ptr::null_mut();
+    }
     true
 }
 
@@ -378,13 +383,23 @@ pub(crate) unsafe fn send(
     if !ok {
         return NGX_HTTP_INTERNAL_SERVER_ERROR as ngx_int_t;
     }
-    if r.method == NGX_HTTP_HEAD as usize || body.is_empty() {
-        r.set_header_only(1);
-    }
+    // `r->header_only` is not read or written here: nginx-sys 0.5.0's
+    // accessors for the request's bit fields from `uri_changes` on are two
+    // bits off nginx's layout from 1.29.3 on (the `port` field before
+    // `count`), and `header_only()` reads `pipeline` there. nginx's header
+    // filter sets `header_only` itself for HEAD; an empty body is nginx's
+    // own last buffer.
     // SAFETY: live request.
     let rc = unsafe { ngx_http_send_header(r) };
-    if rc == NGX_ERROR as ngx_int_t || rc > NGX_OK as ngx_int_t || r.header_only() != 0 {
+    if rc == NGX_ERROR as ngx_int_t
+        || rc > NGX_OK as ngx_int_t
+        || r.method == NGX_HTTP_HEAD as usize
+    {
         return rc;
+    }
+    if body.is_empty() {
+        // SAFETY: live request, its header sent.
+        return unsafe { ngx_http_send_special(r, NGX_HTTP_LAST as ngx::ffi::ngx_uint_t) };
     }
     // The body lives until the request pool goes: the write filter may
     // hold the buffer past this call.

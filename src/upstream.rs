@@ -136,6 +136,12 @@ macro_rules! resolved {
         false
     };
 }
+/// nginx 1.29.6+ `drain` (`NGX_HTTP_UPSTREAM_DRAINING`): a bit of
+/// `peer->down` that keeps new requests off the peer while `sticky`
+/// sessions still reach it. Such a peer is live and checked; only the
+/// other bits (the `down` parameter: `NGX_*_UPSTREAM_FAILED`) mean "down
+/// in the configuration". Older nginx (and stream) never set it.
+const DRAINING: u64 = 8;
 
 macro_rules! walk {
     ($umcf:expr, $uscf_t:ty, $peers_t:ty, $module:expr) => {{
@@ -172,7 +178,7 @@ macro_rules! walk {
                 }
                 let mut p = g.peer;
                 while let Some(peer) = p.as_mut() {
-                    if peer.down == 0 && !resolved!(peer) {
+                    if peer.down as u64 & !DRAINING == 0 && !resolved!(peer) {
                         peers.push(PeerRef {
                             peer: p as *const c_void,
                             name: peer.name,

@@ -31,8 +31,8 @@ use ngx::ffi::{
     ngx_command_t, ngx_conf_t, ngx_http_conf_ctx_t, ngx_http_request_t, ngx_http_upstream_module,
     ngx_int_t, ngx_log_t, ngx_msec_t, ngx_palloc, ngx_peer_connection_t, ngx_pool_t,
     ngx_rwlock_rlock, ngx_rwlock_unlock, ngx_rwlock_wlock, ngx_stream_conf_ctx_t,
-    ngx_stream_session_t, ngx_stream_upstream_module, ngx_uint_t, time_t, NGX_BUSY, NGX_ERROR,
-    NGX_LOG_ALERT, NGX_LOG_EMERG, NGX_LOG_WARN, NGX_OK, NGX_STREAM_UPS_CONF,
+    ngx_stream_session_t, ngx_uint_t, time_t, NGX_BUSY, NGX_ERROR, NGX_LOG_ALERT, NGX_LOG_EMERG,
+    NGX_LOG_WARN, NGX_OK, NGX_STREAM_UPS_CONF,
 };
 
 use crate::conf::UpsConf;
@@ -105,11 +105,15 @@ unsafe fn set_method(cf: *mut ngx_conf_t) -> *mut c_char {
     // SAFETY: nginx passes the configuration being parsed.
     let cfr = unsafe { &*cf };
     if cfr.cmd_type == NGX_STREAM_UPS_CONF as ngx_uint_t {
+        // Inside a stream `upstream {}` stream is loaded: never None.
+        let Some(upstream_module) = crate::stream_link::stream_upstream_module() else {
+            return NGX_CONF_ERROR;
+        };
         // SAFETY: inside `upstream {}` of stream, ctx is a stream conf ctx
         // whose srv_conf holds the upstream module's srv conf.
         let uscf = unsafe {
             let ctx = cfr.ctx.cast::<ngx_stream_conf_ctx_t>();
-            (*(*ctx).srv_conf.add(ngx_stream_upstream_module.ctx_index))
+            (*(*ctx).srv_conf.add(upstream_module.ctx_index))
                 .cast::<ngx::ffi::ngx_stream_upstream_srv_conf_t>()
                 .as_mut()
         };
@@ -272,6 +276,7 @@ macro_rules! balancer {
         peer_data: $rrp_t:ty,
         session: $sess_t:ty,
         module: $module:ident,
+        round_robin: $($rr:ident)::+,
         init_round_robin: $init_rr:ident,
         init_round_robin_peer: $init_rr_peer:ident,
         get_round_robin_peer: $get_rr:ident,
@@ -281,7 +286,7 @@ macro_rules! balancer {
     ) => {
         pub(crate) mod $m {
             use super::*;
-            use ngx::ffi::{$get_rr, $init_rr, $init_rr_peer};
+            use $($rr)::+::{$get_rr, $init_rr, $init_rr_peer};
 
             type Peers = $peers_t;
             type Peer = $peer_t;
@@ -735,6 +740,7 @@ balancer! {
     peer_data: ngx::ffi::ngx_http_upstream_rr_peer_data_t,
     session: ngx_http_request_t,
     module: ngx_http_upstream_check_module,
+    round_robin: ngx::ffi,
     init_round_robin: ngx_http_upstream_init_round_robin,
     init_round_robin_peer: ngx_http_upstream_init_round_robin_peer,
     get_round_robin_peer: ngx_http_upstream_get_round_robin_peer,
@@ -753,6 +759,8 @@ balancer! {
     peer_data: ngx::ffi::ngx_stream_upstream_rr_peer_data_t,
     session: ngx_stream_session_t,
     module: ngx_stream_upstream_check_module,
+    // Found at run time: stream may be a module of its own (src/stream_link.rs).
+    round_robin: crate::stream_link,
     init_round_robin: ngx_stream_upstream_init_round_robin,
     init_round_robin_peer: ngx_stream_upstream_init_round_robin_peer,
     get_round_robin_peer: ngx_stream_upstream_get_round_robin_peer,

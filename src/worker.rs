@@ -120,6 +120,12 @@ pub struct Context {
     pub mismatch: Option<(usize, usize)>,
 }
 
+/// The bit of `peer->down` stock mode sets: the value of the `down`
+/// parameter (`NGX_HTTP_UPSTREAM_FAILED` in nginx 1.29.6+, where `down` is a
+/// bit mask and `drain` another bit). Every balancer skips a peer with it,
+/// 1.30's `sticky` too.
+const DOWN_BIT: ngx_uint_t = 1;
+
 /// What selection needs of one checked upstream.
 struct Selection {
     /// Each peer list's write lock (NULL: the worker's own list).
@@ -333,10 +339,12 @@ impl Context {
                 let veto = ngx_uint_t::from(zone.slot(slot as usize).is_some_and(Slot::vetoed));
                 // SAFETY: the peer's `down` field, in this worker's memory
                 // or in the zone under the list's write lock; a peer that is
-                // down in the configuration is not in `peers`.
+                // down in the configuration is not in `peers`, so the bit
+                // is the module's; other bits (1.30's `drain`) stay.
                 unsafe {
-                    if *down != veto {
-                        *down = veto;
+                    let want = (*down & !DOWN_BIT) | (veto * DOWN_BIT);
+                    if *down != want {
+                        *down = want;
                     }
                 }
             }

@@ -47,8 +47,9 @@ pub struct Builder {
     log_level: String,
     load_module: bool,
     events: String,
-    /// The nginx binary; `None` = [`nginx_bin`].
     bin: Option<PathBuf>,
+    module: Option<PathBuf>,
+    load_first: Vec<PathBuf>,
 }
 
 impl Default for Builder {
@@ -60,6 +61,8 @@ impl Default for Builder {
             load_module: true,
             events: String::new(),
             bin: None,
+            module: None,
+            load_first: Vec::new(),
         }
     }
 }
@@ -98,22 +101,38 @@ impl Builder {
         self
     }
 
-    /// Run this nginx binary instead of the one under test (e.g.
-    /// [`crate::paths::stock_nginx_bin`]).
-    pub fn binary(mut self, bin: PathBuf) -> Self {
-        self.bin = Some(bin);
+    /// Run this nginx binary instead of [`nginx_bin`] (e.g. a distribution's).
+    pub fn binary(mut self, bin: impl Into<PathBuf>) -> Self {
+        self.bin = Some(bin.into());
         self
     }
 
-    fn bin(&self) -> PathBuf {
+    /// Load this build of the module instead of [`module_path`].
+    pub fn module(mut self, so: impl Into<PathBuf>) -> Self {
+        self.module = Some(so.into());
+        self
+    }
+
+    /// `load_module so;` before the module's own (e.g. nginx's
+    /// `ngx_stream_module.so`), in the order of the calls.
+    pub fn load_first(mut self, so: impl Into<PathBuf>) -> Self {
+        self.load_first.push(so.into());
+        self
+    }
+
+    fn nginx(&self) -> PathBuf {
         self.bin.clone().unwrap_or_else(nginx_bin)
     }
 
     /// The full nginx.conf for `body`.
     pub fn render(&self, body: &str) -> String {
         let mut conf = String::new();
+        for so in &self.load_first {
+            let _ = writeln!(conf, "load_module {};", so.display());
+        }
         if self.load_module {
-            let _ = writeln!(conf, "load_module {};", module_path().display());
+            let module = self.module.clone().unwrap_or_else(module_path);
+            let _ = writeln!(conf, "load_module {};", module.display());
         }
         let _ = writeln!(conf, "daemon off;");
         let _ = writeln!(
@@ -136,7 +155,7 @@ impl Builder {
     pub fn test_config(&self, body: &str) -> (i32, String) {
         let prefix = Prefix::create();
         let conf = prefix.write_conf(&self.render(body));
-        let out = Command::new(self.bin())
+        let out = Command::new(self.nginx())
             .arg("-t")
             .args(prefix_args(&prefix.path, &conf))
             .stdin(Stdio::null())
@@ -158,7 +177,7 @@ impl Builder {
             fs::File::create(prefix.path.join("logs/stdout.log")).expect("create stdout.log");
         let stderr =
             fs::File::create(prefix.path.join("logs/stderr.log")).expect("create stderr.log");
-        let mut cmd = Command::new(self.bin());
+        let mut cmd = Command::new(self.nginx());
         cmd.args(prefix_args(&prefix.path, &conf))
             .stdin(Stdio::null())
             .stdout(stdout)

@@ -8,14 +8,14 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use common::{Peers, Role, Row};
-use healthcheck_t::paths::{nginx_bin, stock_nginx_bin};
+use healthcheck_t::paths::{patched_bin, stock_bin};
 use healthcheck_t::{http_get, poll_status_json, status_json, Builder, Kind, Nginx};
 
 const LONG: Duration = Duration::from_secs(10);
 
 /// The patched nginx and the unpatched one (stock mode).
 fn binaries() -> [(&'static str, PathBuf); 2] {
-    [("patched", nginx_bin()), ("stock", stock_nginx_bin())]
+    [("patched", patched_bin()), ("stock", stock_bin())]
 }
 
 /// An http context on `port` (listening with `reuseport`, so that the

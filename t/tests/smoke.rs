@@ -141,3 +141,38 @@ fn refusing_backend_goes_down_and_comes_back() {
         b.port().to_string()
     );
 }
+
+// The module must load into an nginx whose stream part is a module of its
+// own (Debian's `--with-stream=dynamic`, without libnginx-mod-stream) or
+// missing: `load_module` fails on any undefined symbol, so the .so may not
+// need a single stream symbol from nginx (README: Stream as a dynamic
+// module). The http symbols it needs are always in the binary.
+#[test]
+fn module_needs_no_stream_symbol_from_nginx() {
+    let module = healthcheck_t::paths::module_path();
+    let out = std::process::Command::new("nm")
+        .args(["-D", "--undefined-only"])
+        .arg(&module)
+        .output()
+        .expect("run nm (binutils)");
+    assert!(out.status.success(), "nm {}: {out:?}", module.display());
+    let text = String::from_utf8_lossy(&out.stdout);
+    let undefined: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.split_whitespace().last())
+        .collect();
+    // The listing is real: the module does take http symbols from nginx.
+    assert!(
+        undefined.contains(&"ngx_http_upstream_module"),
+        "nm output lacks ngx_http_upstream_module: is this the module?\n{text}"
+    );
+    let stream: Vec<&&str> = undefined
+        .iter()
+        .filter(|s| s.starts_with("ngx_stream_"))
+        .collect();
+    assert!(
+        stream.is_empty(),
+        "{} needs stream symbols from nginx: {stream:?}",
+        module.display()
+    );
+}

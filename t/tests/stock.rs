@@ -11,7 +11,7 @@ mod common;
 use std::time::Duration;
 
 use common::{Peers, Role, Row};
-use healthcheck_t::paths::{nginx_bin, stock_nginx_bin};
+use healthcheck_t::paths::{patched_bin, stock_bin};
 use healthcheck_t::{http_get, poll_status_json, Builder, Kind};
 
 const NOTICE: &str = "ngx_healthcheck_module: nginx has no balancer hook patch, enforcing \
@@ -32,11 +32,9 @@ fn unpatched_nginx_starts_with_one_notice() {
         "http { upstream u { server 127.0.0.1:1; check type=tcp; } }\n\
          stream { upstream u { server 127.0.0.1:1; check type=tcp; } }",
     ] {
-        let (code, out) = Builder::default()
-            .binary(stock_nginx_bin())
-            .test_config(body);
+        let (code, out) = Builder::default().binary(stock_bin()).test_config(body);
         assert_eq!(code, 0, "nginx -t must pass in stock mode:\n{out}");
-        let mut ng = Builder::default().binary(stock_nginx_bin()).start(body);
+        let mut ng = Builder::default().binary(stock_bin()).start(body);
         assert_eq!(
             notices(&ng.log()),
             1,
@@ -53,7 +51,7 @@ fn unpatched_nginx_starts_with_one_notice() {
 #[test]
 fn patched_nginx_uses_the_hook_and_says_nothing() {
     let ng = Builder::default()
-        .binary(nginx_bin())
+        .binary(patched_bin())
         .start("http { upstream u { server 127.0.0.1:1; check type=tcp; } }");
     assert_eq!(
         notices(&ng.log()),
@@ -90,7 +88,7 @@ fn configured_down_server_stays_down() {
     let locations = "location /plain { proxy_pass http://plain; }
                      location /z { proxy_pass http://z; }";
     let ng = Builder::default()
-        .binary(stock_nginx_bin())
+        .binary(stock_bin())
         .workers(2)
         .start(&healthcheck_t::conf::http_conf_with(port, &ups, locations));
     assert_eq!(notices(&ng.log()), 1, "{}", ng.log());
