@@ -275,10 +275,7 @@ pub unsafe extern "C" fn ngx_upstream_check_state_file(
 /// # Safety
 /// `cf` is the configuration being parsed, inside the http or stream block.
 unsafe fn other_state_file(cf: &ngx_conf_t) -> Option<(Group, &[u8])> {
-    use ngx::ffi::{
-        ngx_http_conf_ctx_t, ngx_http_module, ngx_stream_conf_ctx_t, ngx_stream_module,
-        NGX_HTTP_MODULE,
-    };
+    use ngx::ffi::{ngx_http_conf_ctx_t, ngx_http_module, ngx_stream_conf_ctx_t, NGX_HTTP_MODULE};
     let other = if cf.module_type == NGX_HTTP_MODULE as usize {
         Group::Stream
     } else {
@@ -294,8 +291,10 @@ unsafe fn other_state_file(cf: &ngx_conf_t) -> Option<(Group, &[u8])> {
                 ngx_http_module.index,
                 (*ptr::addr_of!(crate::ngx_http_upstream_check_module)).ctx_index,
             ),
+            // nginx's stream module may be a module not loaded (README:
+            // Installing into the nginx you already have).
             Group::Stream => (
-                ngx_stream_module.index,
+                crate::stream_link::stream_module()?.index,
                 (*ptr::addr_of!(crate::ngx_stream_upstream_check_module)).ctx_index,
             ),
         };
