@@ -31,7 +31,7 @@ use std::fmt;
 pub use check::parse_check;
 pub use context::{
     finish_context, Diagnostic, Directive, Finished, HttpDirectives, PeerFacts, TlsDirectives,
-    UpstreamFacts, ZoneLayout,
+    UpstreamFacts, ZoneLayout, RESOLVE_ROOM,
 };
 pub use directives::{
     parse_fail_open, parse_keepalive_requests, parse_shm_size, parse_state_file,

@@ -9,6 +9,7 @@ pub mod identity;
 pub mod matcher;
 pub mod ptrmap;
 pub mod reason;
+pub mod room;
 pub mod schedule;
 pub mod statefile;
 pub mod status;

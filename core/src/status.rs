@@ -44,8 +44,9 @@ mod tests;
 /// Which `upstream {}` context, http or stream, a peer (or an upstream,
 /// or a shared zone) belongs to. The nginx glue indexes per-context tables
 /// with `group as usize`: http is 0, stream 1.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Group {
+    #[default]
     Http = 0,
     Stream = 1,
 }
@@ -324,6 +325,11 @@ pub struct PeerRow<'a> {
     /// Its upstream fails open (every peer of an upstream carries the
     /// same value): a down peer may be selected.
     pub fail_open: bool,
+    /// A resolved address that found no room in the zone: nginx selects it
+    /// as it would without checks; listed with status `unchecked` (and
+    /// counted, and filtered, with the up peers, which also take traffic).
+    /// Prometheus leaves it out: it has no check series.
+    pub unchecked: bool,
     pub up: bool,
     /// Current consecutive successes.
     pub rise: u32,

@@ -19,14 +19,20 @@ use crate::status::{duration_bucket, DURATION_SLOTS};
 /// "ngx_hck1": written first into a zone this module initialised.
 pub const MAGIC: u64 = 0x6e67_785f_6863_6b31;
 /// Bumped whenever the layout of [`Header`] or [`Slot`] changes.
-pub const LAYOUT_VERSION: u32 = 3;
+pub const LAYOUT_VERSION: u32 = 4;
 
 /// Zone header.
 #[repr(C)]
 pub struct Header {
     pub magic: u64,
     pub version: u32,
+    /// Every slot: the configured peers' first, then the room for
+    /// addresses of `resolve` servers (`nslots - nstatic`, each with a
+    /// [`DynMeta`] after the slots).
     pub nslots: u32,
+    /// Slots of configured peers, one per peer in configuration order.
+    pub nstatic: u32,
+    pub _pad: u32,
     /// Configuration loads that created this zone's lineage: 1 at start.
     pub generation: AtomicU64,
     /// Bumped after every change of a peer's health or admin state: a
@@ -109,10 +115,24 @@ pub struct Slot {
 pub const SLOT_SIZE: usize = size_of::<Slot>();
 const _: () = assert!(SLOT_SIZE <= 256, "a peer's slot must stay within 256 bytes");
 
-/// Bytes of zone data (header and slots) for `nslots` peers.
-pub const fn data_bytes(nslots: usize) -> usize {
+/// Who holds a slot of the room for resolved addresses (the slot at the
+/// same position of that room).
+#[repr(C)]
+#[derive(Default)]
+pub struct DynMeta {
+    /// The holder's upstream (`identity::upstream_tag`); 0 = free.
+    pub tag: AtomicU64,
+    /// Monotonic ms when it was last freed, 0 = never (a freed slot is not
+    /// handed out again until rounds that were in flight for it are over).
+    pub freed_at: AtomicU64,
+}
+
+/// Bytes of zone data for `nslots` slots of which the last `ndyn` are
+/// room for resolved addresses: header, slots, then one [`DynMeta`] per
+/// slot of that room.
+pub const fn data_bytes(nslots: usize, ndyn: usize) -> usize {
     let n = if nslots == 0 { 1 } else { nslots };
-    size_of::<Header>() + n * SLOT_SIZE
+    size_of::<Header>() + n * SLOT_SIZE + ndyn * size_of::<DynMeta>()
 }
 
 /// What a round found.
@@ -186,6 +206,50 @@ impl Slot {
     pub fn init_new(&self, identity: u64, default_down: bool) {
         self.init_delays(identity);
         self.up.store(u32::from(!default_down), Ordering::Relaxed);
+    }
+
+    /// Every field back to zero (a slot of the room for resolved
+    /// addresses, handed to a new address).
+    pub fn reset(&self) {
+        let r = Ordering::Relaxed;
+        macro_rules! zero {
+            ($($f:ident),*) => { $( self.$f.store(0, r); )* };
+        }
+        zero!(
+            identity,
+            up,
+            rise,
+            fall,
+            lease,
+            next_due,
+            last_start,
+            checks,
+            fails_total,
+            last_delay,
+            min_delay,
+            max_delay,
+            last_reason,
+            delay_sum,
+            delay_count,
+            last_change,
+            down_since,
+            duration_sum,
+            last_duration,
+            http_status,
+            admin,
+            passive,
+            fail_open,
+            tls_resumed
+        );
+        for a in &self.failures {
+            a.store(0, r);
+        }
+        for a in &self.duration_buckets {
+            a.store(0, r);
+        }
+        // An even count, past any reader's copy.
+        let seq = self.seq.load(r);
+        self.seq.store((seq | 1).wrapping_add(1), Ordering::Release);
     }
 
     /// A slot that carries over `from`'s state (same peer, new zone).
@@ -770,8 +834,9 @@ mod tests {
 
     #[test]
     fn sizes() {
-        assert_eq!(data_bytes(0), data_bytes(1));
-        assert_eq!(data_bytes(3) - data_bytes(2), SLOT_SIZE);
+        assert_eq!(data_bytes(0, 0), data_bytes(1, 0));
+        assert_eq!(data_bytes(3, 0) - data_bytes(2, 0), SLOT_SIZE);
+        assert_eq!(data_bytes(3, 1) - data_bytes(3, 0), size_of::<DynMeta>());
     }
 
     proptest! {

@@ -1691,6 +1691,7 @@ fn borrow(owned: &[OwnedRow]) -> Vec<PeerRow<'_>> {
                 weight: o.fall,
                 disabled: o.checks % 3 == 0,
                 fail_open: o.port % 2 == 1,
+                unchecked: false,
                 up: o.up,
                 rise: o.rise,
                 fall: o.fall,

@@ -38,7 +38,7 @@
 //!    `check_shm_size`.
 
 use super::{CheckConf, ConfError, Reuse};
-use crate::identity::identity_hash;
+use crate::identity::{identity_hash, upstream_tag};
 use crate::matcher::{misfit_reason, MatchBlock};
 use crate::status::Group;
 
@@ -71,6 +71,9 @@ pub struct UpstreamFacts<'a> {
     pub fail_open: bool,
     /// Which `check_ssl_*` directives it has.
     pub tls: TlsDirectives,
+    /// Its `server ... resolve` lines (nginx adds and removes their
+    /// addresses at run time; only read when it has `check`).
+    pub resolve_lines: usize,
 }
 
 /// Which `check_ssl_*` directives an upstream has, as the rules need them.
@@ -146,9 +149,18 @@ pub struct ZoneLayout {
     pub identities: Vec<u64>,
     /// Each slot's `default_down`.
     pub default_down: Vec<bool>,
+    /// Slots after the configured peers' for addresses of `resolve`
+    /// servers: [`RESOLVE_ROOM`] per line, or what `check_shm_size` leaves.
+    pub dynamic: usize,
+    /// [`upstream_tag`] of each checked upstream with `resolve` servers.
+    pub tags: Vec<u64>,
     /// The zone size to register, in bytes.
     pub size: usize,
 }
+
+/// Room for resolved addresses per `server ... resolve` line of a checked
+/// upstream when `check_shm_size` is not set.
+pub const RESOLVE_ROOM: usize = 32;
 
 /// The outcome of [`finish_context`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -166,14 +178,15 @@ pub struct Finished {
 ///
 /// `match_blocks` are the context's `check_match` blocks in configuration
 /// order; `shm_size` is the context's `check_shm_size`; `required_size`
-/// gives the smallest zone that holds a number of checked peers (the zone
-/// exists, and is sized, even without checked peers).
+/// gives the smallest zone that holds a number of configured peers and of
+/// slots for resolved addresses (the zone exists, and is sized, even
+/// without checked peers).
 pub fn finish_context(
     group: Group,
     upstreams: &[UpstreamFacts<'_>],
     match_blocks: &[MatchBlock],
     shm_size: Option<u64>,
-    required_size: impl FnOnce(usize) -> usize,
+    required_size: impl Fn(usize, usize) -> usize,
 ) -> Finished {
     let mut warnings = Vec::new();
     let result = check_blocks(match_blocks).and_then(|()| {
@@ -347,11 +360,13 @@ fn layout(
     upstreams: &[UpstreamFacts<'_>],
     blocks: &[MatchBlock],
     shm_size: Option<u64>,
-    required_size: impl FnOnce(usize) -> usize,
+    required_size: impl Fn(usize, usize) -> usize,
     warnings: &mut Vec<Diagnostic>,
 ) -> Result<ZoneLayout, Diagnostic> {
     let mut identities = Vec::new();
     let mut default_down = Vec::new();
+    let mut lines = 0;
+    let mut tags = Vec::new();
     for (i, u) in upstreams.iter().enumerate() {
         let name = String::from_utf8_lossy(u.name);
         if u.fail_open && u.check.is_none() {
@@ -387,6 +402,10 @@ fn layout(
         }
         check_http(i, &name, u, blocks, warnings)?;
         let Some(check) = u.check else { continue };
+        if u.resolve_lines > 0 {
+            lines += u.resolve_lines;
+            tags.push(upstream_tag(group.as_str(), u.name));
+        }
         for p in &u.peers {
             // The effective check port: `port=` naming the server's own
             // port is the same check as no `port=`.
@@ -403,12 +422,13 @@ fn layout(
     }
 
     let npeers = identities.len();
-    let required = required_size(npeers);
-    let size = match shm_size {
-        None => required,
+    let room = lines.saturating_mul(RESOLVE_ROOM);
+    let (size, dynamic) = match shm_size {
+        None => (required_size(npeers, room), room),
         Some(s) => {
             // (Saturates on 32-bit targets, where the 4g maximum does not fit.)
             let size = usize::try_from(s).unwrap_or(usize::MAX);
+            let required = required_size(npeers, 0);
             if size < required {
                 return Err(Diagnostic {
                     at: Directive::ShmSize,
@@ -420,12 +440,30 @@ fn layout(
                     )),
                 });
             }
-            size
+            // With `resolve` servers, all the rest is room for their
+            // addresses (the most that fits, by bisection).
+            let dynamic = if lines == 0 {
+                0
+            } else {
+                let (mut lo, mut hi) = (0usize, size / 64 + 1);
+                while lo + 1 < hi {
+                    let mid = lo + (hi - lo) / 2;
+                    if required_size(npeers, mid) <= size {
+                        lo = mid;
+                    } else {
+                        hi = mid;
+                    }
+                }
+                lo
+            };
+            (size, dynamic)
         }
     };
     Ok(ZoneLayout {
         identities,
         default_down,
+        dynamic,
+        tags,
         size,
     })
 }

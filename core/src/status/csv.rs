@@ -63,7 +63,13 @@ pub(super) fn row(r: &PeerRow, out: &mut Vec<u8>) {
             out.push(b',');
             push_i64(out, d);
         }
-        out.extend_from_slice(if r.up { b",up," } else { b",down," });
+        out.extend_from_slice(if r.unchecked {
+            b",unchecked,"
+        } else if r.up {
+            b",up,"
+        } else {
+            b",down,"
+        });
         push_u64(out, r.checks);
         out.push(b',');
         push_u64(out, r.fails_total);

@@ -324,7 +324,9 @@ pub(super) fn row(r: &PeerRow, now_ms: u64, out: &mut Vec<u8>) {
     text(out, r.upstream);
     out.extend_from_slice(b"</td><td class=\"w\">");
     text(out, r.name);
-    out.extend_from_slice(if r.up {
+    out.extend_from_slice(if r.unchecked {
+        b"</td><td class=\"s\">unchecked"
+    } else if r.up {
         b"</td><td class=\"s\">up"
     } else {
         b"</td><td class=\"s\">down"

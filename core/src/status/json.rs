@@ -110,7 +110,9 @@ fn peer(r: &PeerRow, out: &mut Vec<u8>) {
     string(out, r.upstream);
     out.extend_from_slice(b", \"name\": ");
     string(out, r.name);
-    out.extend_from_slice(if r.up {
+    out.extend_from_slice(if r.unchecked {
+        b", \"status\": \"unchecked\", \"rise\": "
+    } else if r.up {
         b", \"status\": \"up\", \"rise\": "
     } else {
         b", \"status\": \"down\", \"rise\": "

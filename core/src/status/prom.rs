@@ -229,6 +229,9 @@ fn speaks_http(check_type: &str) -> bool {
 /// Whether pass `pass`'s family has samples for `r` (every peer has one in
 /// every family but `http_status`).
 pub(super) fn has_samples(pass: usize, full: bool, r: &PeerRow) -> bool {
+    if r.unchecked {
+        return false;
+    }
     match families(full).get(pass) {
         Some(Family::HttpStatus) => speaks_http(r.check_type),
         Some(Family::TlsResumed) => r.tls_resumed.is_some(),

@@ -17,6 +17,7 @@ fn row<'a>(group: Group, index: u32, upstream: &'a [u8], name: &'a [u8], up: boo
         weight: 1,
         disabled: false,
         fail_open: false,
+        unchecked: false,
         up,
         rise: if up { 2 } else { 0 },
         fall: if up { 0 } else { 4 },
@@ -1413,6 +1414,7 @@ fn borrow(owned: &[OwnedRow]) -> Vec<PeerRow<'_>> {
                 weight: 1,
                 disabled: false,
                 fail_open: false,
+                unchecked: false,
                 up: o.up,
                 rise: o.rise,
                 fall: o.fall,
@@ -1561,6 +1563,7 @@ fn summaries_count_every_peer_of_each_upstream() {
         row(Group::Http, 3, b"a", b"10.0.0.4:80", false),
         PeerRow {
             fail_open: true,
+            unchecked: false,
             ..row(Group::Stream, 0, b"a", b"10.0.0.5:53", false)
         },
     ];

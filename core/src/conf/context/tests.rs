@@ -41,12 +41,17 @@ fn ups<'a>(
         http: HttpDirectives::default(),
         fail_open: false,
         tls: TlsDirectives::default(),
+        resolve_lines: 0,
     }
 }
 
 /// A stand-in for the zone's size rule: a page per peer and two more.
-fn required(n: usize) -> usize {
-    4096 * (n + 2)
+fn required(n: usize, dynamic: usize) -> usize {
+    4096 * (n + dynamic + 2)
+}
+
+fn required_static(n: usize) -> usize {
+    required(n, 0)
 }
 
 fn finish(group: Group, u: &[UpstreamFacts<'_>], shm: Option<u64>) -> Finished {
@@ -66,7 +71,9 @@ fn an_empty_context_still_has_a_zone() {
         Ok(ZoneLayout {
             identities: vec![],
             default_down: vec![],
-            size: required(0),
+            dynamic: 0,
+            tags: vec![],
+            size: required_static(0),
         })
     );
 }
@@ -277,7 +284,7 @@ fn unchecked_upstreams_are_not_checked_nor_counted() {
         None,
         vec![unix("unix:/tmp/x.sock"), peer("a", 1)],
     )];
-    let f = finish(Group::Http, &u, Some(required(0) as u64));
+    let f = finish(Group::Http, &u, Some(required_static(0) as u64));
     assert_eq!(f.result.unwrap().identities, Vec::<u64>::new());
 }
 
@@ -337,7 +344,7 @@ fn identities_use_the_effective_port() {
         z.default_down,
         [false, false, false, false, true, true, true, true]
     );
-    assert_eq!(z.size, required(8));
+    assert_eq!(z.size, required_static(8));
 }
 
 #[test]
@@ -353,7 +360,7 @@ fn identities_differ_between_http_and_stream() {
 fn shm_size_is_the_given_size_when_it_is_enough() {
     let c = check("interval=1000");
     let u = [ups("u", Some(&c), None, vec![peer("a", 1), peer("b", 2)])];
-    let need = required(2);
+    let need = required_static(2);
     for (shm, size) in [
         (None, need),
         (Some(need as u64), need),
@@ -367,7 +374,7 @@ fn shm_size_is_the_given_size_when_it_is_enough() {
 fn shm_size_too_small_fails_at_check_shm_size() {
     let c = check("interval=1000");
     let u = [ups("u", Some(&c), None, vec![peer("a", 1), peer("b", 2)])];
-    let f = finish_context(Group::Http, &u, &[], Some(1024), |n| {
+    let f = finish_context(Group::Http, &u, &[], Some(1024), |n, _| {
         assert_eq!(n, 2, "sized for the checked peers");
         20480
     });
@@ -382,14 +389,14 @@ fn shm_size_too_small_fails_at_check_shm_size() {
             ),
         })
     );
-    let f = finish_context(Group::Stream, &[], &[], Some(20479), |_| 20480);
+    let f = finish_context(Group::Stream, &[], &[], Some(20479), |_, _| 20480);
     assert_eq!(
         f.result.unwrap_err().error.to_string(),
         "\"check_shm_size\" 20479 is too small for 0 checked stream peers: \
          at least 20480 bytes (20k) are needed"
     );
     // the kilobytes round up
-    let f = finish_context(Group::Stream, &[], &[], Some(1), |_| 20481);
+    let f = finish_context(Group::Stream, &[], &[], Some(1), |_, _| 20481);
     assert!(f
         .result
         .unwrap_err()
@@ -414,6 +421,7 @@ fn names_are_printed_as_nginx_prints_them() {
         http: HttpDirectives::default(),
         fail_open: false,
         tls: TlsDirectives::default(),
+        resolve_lines: 0,
     }];
     let f = finish(Group::Http, &u, None);
     assert!(f.warnings[0].error.0.contains("upstream \"up\u{fffd}\":"));
@@ -788,6 +796,7 @@ proptest! {
                 http: HttpDirectives::default(),
                 fail_open: false,
                 tls: TlsDirectives::default(),
+        resolve_lines: 0,
             })
             .collect();
         let f = finish_context(group, &facts, &[], shm, required);
@@ -816,11 +825,11 @@ proptest! {
             (Ok(_), Some(_)) => prop_assert!(false, "port= with a unix server passed"),
             (Err(d), None) => {
                 prop_assert_eq!(d.at, Directive::ShmSize);
-                prop_assert!(shm.is_some_and(|s| (s as usize) < required(n)));
+                prop_assert!(shm.is_some_and(|s| (s as usize) < required_static(n)));
             }
             (Ok(z), None) => {
-                prop_assert!(shm.map_or(true, |s| s as usize >= required(n)));
-                prop_assert_eq!(z.size, shm.map_or(required(n), |s| s as usize));
+                prop_assert!(shm.map_or(true, |s| s as usize >= required_static(n)));
+                prop_assert_eq!(z.size, shm.map_or(required_static(n), |s| s as usize));
                 prop_assert_eq!(z.identities.len(), n);
                 prop_assert_eq!(z.default_down.len(), n);
                 // Slots follow the facts: upstream by upstream, peer by peer.
@@ -947,6 +956,7 @@ proptest! {
                 http: http(send, request, header, expect_alive),
                 fail_open: false,
                 tls: TlsDirectives::default(),
+        resolve_lines: 0,
             })
             .collect();
         let f = finish_context(Group::Stream, &facts, &blocks, None, required);
@@ -966,4 +976,31 @@ proptest! {
             prop_assert!(named, "{}", d.error);
         }
     }
+}
+
+#[test]
+fn resolve_lines_get_room_by_default_or_what_check_shm_size_leaves() {
+    let c = check("interval=1000");
+    let mut u = ups("u", Some(&c), None, vec![peer("a", 1)]);
+    u.resolve_lines = 2;
+    let z = finish(Group::Http, &[u.clone()], None).result.unwrap();
+    assert_eq!(z.dynamic, 2 * RESOLVE_ROOM);
+    assert_eq!(z.size, required(1, 2 * RESOLVE_ROOM));
+    assert_eq!(z.tags, vec![crate::identity::upstream_tag("http", b"u")]);
+    // check_shm_size: the rest of the zone, whatever it is.
+    let z = finish(Group::Http, &[u.clone()], Some(4096 * 13))
+        .result
+        .unwrap();
+    assert_eq!(z.dynamic, 10);
+    let z = finish(Group::Http, &[u.clone()], Some(4096 * 3))
+        .result
+        .unwrap();
+    assert_eq!(
+        z.dynamic, 0,
+        "no room left: every resolved address unchecked"
+    );
+    // Without resolve lines, no room.
+    u.resolve_lines = 0;
+    let z = finish(Group::Http, &[u], Some(4096 * 13)).result.unwrap();
+    assert_eq!((z.dynamic, z.tags.len()), (0, 0));
 }
