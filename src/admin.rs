@@ -158,9 +158,10 @@ fn apply(
             continue;
         }
         let context = w.context(group);
-        for t in &context.targets {
-            if t.upstream_bytes() != req.upstream.as_slice() {
-                continue;
+        let mut result = Ok(());
+        context.each_target(|t| {
+            if result.is_err() || t.upstream_bytes() != req.upstream.as_slice() {
+                return;
             }
             known_upstream = true;
             if !req.selects(
@@ -169,10 +170,16 @@ fn apply(
                 t.peer.name_bytes(),
                 t.peer.server_bytes(),
             ) {
-                continue;
+                return;
             }
-            let zone = context.zone.as_ref().ok_or(Refusal::State)?;
-            let slot = zone.slot(t.index as usize).ok_or(Refusal::State)?;
+            let Some((zone, slot)) = context
+                .zone
+                .as_ref()
+                .and_then(|z| Some((z, z.slot(t.index as usize)?)))
+            else {
+                result = Err(Refusal::State);
+                return;
+            };
             let changed = match req.action {
                 Action::Disable => slot.set_disabled(true),
                 Action::Enable => slot.set_disabled(false),
@@ -205,7 +212,8 @@ fn apply(
                 row: Row::copy(group, context, t, names),
                 changed,
             });
-        }
+        });
+        result?;
     }
     match (known_upstream, out.is_empty()) {
         (false, _) => Err(Refusal::Upstream),

@@ -538,6 +538,8 @@ pub trait UpstreamBlock {
     fn name_bytes(&self) -> &[u8];
     /// Its checked peers (collected only when it has `check`).
     fn peer_facts(&self) -> Vec<cc::PeerFacts<'_>>;
+    /// Its `server ... resolve` lines.
+    fn resolve_lines(&self) -> usize;
 }
 
 /// Finish a context: cross-directive validation (`cc::finish_context`),
@@ -573,6 +575,7 @@ pub unsafe fn finish_context<U: UpstreamBlock>(
                 },
                 fail_open: c.fail_open.is_some(),
                 tls: c.tls.facts(),
+                resolve_lines: u.resolve_lines(),
             }
         })
         .collect();
@@ -580,8 +583,8 @@ pub unsafe fn finish_context<U: UpstreamBlock>(
     let page = unsafe { ngx_pagesize };
     let blocks: Vec<healthcheck_core::matcher::MatchBlock> =
         mcf.matches.iter().map(|m| m.block.clone()).collect();
-    let finished = cc::finish_context(group, &facts, &blocks, mcf.shm_size, |n| {
-        shm::required_size(n, page)
+    let finished = cc::finish_context(group, &facts, &blocks, mcf.shm_size, |n, d| {
+        shm::required_size(n, d, page)
     });
     // Where each directive was written (the indices are the facts', so
     // the upstreams').
@@ -632,6 +635,8 @@ pub unsafe fn finish_context<U: UpstreamBlock>(
     let plan = ZonePlan {
         identities: layout.identities,
         default_down: layout.default_down,
+        dynamic: layout.dynamic,
+        tags: layout.tags,
         group,
         state_file: mcf.state_file.clone(),
     };

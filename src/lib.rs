@@ -16,6 +16,7 @@ mod match_block;
 mod pool;
 mod process;
 mod regex;
+mod resolved;
 mod selection;
 mod shm;
 mod statefile;

@@ -275,7 +275,7 @@ unsafe fn build_worker(cycle: &ngx_cycle_t) -> Worker {
         let zone = unsafe { mcf.as_ref().and_then(|m| Zone::from_shm_zone(m.zone)) };
         // SAFETY: as above.
         let matches = unsafe { mcf.as_ref() }.map_or(&[][..], |m| &m.matches[..]);
-        let mut ctx = Context::new(zone, &ups, matches);
+        let mut ctx = Context::new(proto, zone, &ups, matches);
         // SAFETY: as above.
         ctx.state_file = unsafe { mcf.as_ref() }.and_then(|m| m.state_file.clone());
         match proto {

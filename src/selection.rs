@@ -86,7 +86,7 @@ pub unsafe fn wrap(proto: Group, ups: &[UpstreamRef]) {
             continue;
         };
         let Some(check) = &c.check else { continue };
-        if !stock && check.passive_fall == 0 || c.wrapped.is_some() {
+        if !stock && check.passive_fall == 0 && u.resolve_lines == 0 || c.wrapped.is_some() {
             continue;
         }
         // SAFETY: `srv` is the block's srv conf of `proto`'s upstream
@@ -129,6 +129,9 @@ unsafe fn ups_conf<'a>(srv_conf: *mut *mut c_void, proto: Group) -> Option<&'a U
 fn before(proto: Group, srv: usize, conf: &UpsConf) -> bool {
     if stock(proto) {
         process::with(|w| w.context(proto).apply(srv));
+    } else {
+        // Resolved peers: the view the hook reads (README: Resolved servers).
+        process::with(|w| w.context(proto).refresh_srv(srv));
     }
     conf.check.as_ref().is_some_and(|c| c.passive_fall > 0)
 }

@@ -14,15 +14,19 @@ use core::mem::size_of;
 use core::ptr::{self, NonNull};
 use core::sync::atomic::Ordering;
 
-use ngx::ffi::{ngx_int_t, ngx_shm_zone_t, ngx_slab_alloc, ngx_slab_pool_t, NGX_ERROR, NGX_OK};
+use ngx::ffi::{
+    ngx_int_t, ngx_shm_zone_t, ngx_shmtx_lock, ngx_shmtx_unlock, ngx_slab_alloc, ngx_slab_pool_t,
+    NGX_ERROR, NGX_OK,
+};
 
 use healthcheck_core::zone::{self, LAYOUT_VERSION, MAGIC};
-pub use healthcheck_core::zone::{Header, Slot};
+pub use healthcheck_core::zone::{DynMeta, Header, Slot};
 
-/// Bytes of zone memory `nslots` peers need, slab bookkeeping included,
-/// rounded up to whole pages.
-pub fn required_size(nslots: usize, page: usize) -> usize {
-    let data = zone::data_bytes(nslots);
+/// Bytes of zone memory `nslots` configured peers and `ndyn` slots for
+/// resolved addresses need, slab bookkeeping included, rounded up to whole
+/// pages.
+pub fn required_size(nslots: usize, ndyn: usize, page: usize) -> usize {
+    let data = zone::data_bytes(nslots + ndyn, ndyn);
     let data_pages = data.div_ceil(page);
     // ngx_slab_init: the pool header and per-size statistics, one page
     // descriptor per page, and up to one page lost to alignment.
@@ -37,6 +41,9 @@ pub fn required_size(nslots: usize, page: usize) -> usize {
 #[derive(Clone, Copy)]
 pub struct Zone {
     header: NonNull<Header>,
+    /// The zone's slab pool: its mutex is the zone's lock (nginx frees it
+    /// when a worker dies holding it).
+    pool: *mut ngx_slab_pool_t,
 }
 
 impl Zone {
@@ -50,7 +57,9 @@ impl Zone {
         let header = NonNull::new(data.cast::<Header>())?;
         // SAFETY: `init_zone` wrote a whole header there.
         let h = unsafe { header.as_ref() };
-        (h.magic == MAGIC && h.version == LAYOUT_VERSION).then_some(Self { header })
+        // SAFETY: as above; `shm.addr` is the zone's slab pool.
+        let pool = unsafe { (*zone).shm.addr.cast::<ngx_slab_pool_t>() };
+        (h.magic == MAGIC && h.version == LAYOUT_VERSION).then_some(Self { header, pool })
     }
 
     pub fn header(&self) -> &Header {
@@ -70,6 +79,45 @@ impl Zone {
     pub fn slot(&self, i: usize) -> Option<&Slot> {
         self.slots().get(i)
     }
+
+    /// The index of the first slot of the room for resolved addresses.
+    pub fn room_start(&self) -> usize {
+        (self.header().nstatic as usize).min(self.slots().len())
+    }
+
+    /// The room for resolved addresses: its slots and their metas.
+    pub fn room(&self) -> (&[Slot], &[DynMeta]) {
+        let slots = &self.slots()[self.room_start()..];
+        // SAFETY: `init_zone` placed one meta per slot of the room right
+        // after the slots.
+        let metas = unsafe {
+            let first = self
+                .header
+                .as_ptr()
+                .add(1)
+                .cast::<Slot>()
+                .add(self.slots().len())
+                .cast::<DynMeta>();
+            core::slice::from_raw_parts(first, slots.len())
+        };
+        (slots, metas)
+    }
+
+    /// Run `f` holding the zone's lock (the slab pool's mutex, shared by
+    /// every process; nginx releases it if its holder dies).
+    pub fn locked<R>(&self, f: impl FnOnce() -> R) -> R {
+        struct Unlock(*mut ngx_slab_pool_t);
+        impl Drop for Unlock {
+            fn drop(&mut self) {
+                // SAFETY: locked below, by this process.
+                unsafe { ngx_shmtx_unlock(&mut (*self.0).mutex) };
+            }
+        }
+        // SAFETY: the pool of a live zone; its mutex was created by nginx.
+        unsafe { ngx_shmtx_lock(&mut (*self.pool).mutex) };
+        let _unlock = Unlock(self.pool);
+        f()
+    }
 }
 
 /// What the module needs to fill a fresh zone: per-slot identity and
@@ -77,6 +125,11 @@ impl Zone {
 pub struct ZonePlan {
     pub identities: Vec<u64>,
     pub default_down: Vec<bool>,
+    /// Slots for resolved addresses after the configured peers'.
+    pub dynamic: usize,
+    /// Tags of the upstreams with `resolve` servers (their old addresses
+    /// carry over).
+    pub tags: Vec<u64>,
     pub group: healthcheck_core::status::Group,
     /// `check_state_file`: read when the zone starts without a previous
     /// one (a start or a binary upgrade, not a reload).
@@ -110,7 +163,8 @@ unsafe fn init_zone_data(zone: *mut ngx_shm_zone_t, old: *mut c_void) -> ngx_int
     };
     let shpool = zone.shm.addr.cast::<ngx_slab_pool_t>();
     let n = plan.identities.len();
-    let bytes = zone::data_bytes(n);
+    let total = n + plan.dynamic;
+    let bytes = zone::data_bytes(total, plan.dynamic);
     // SAFETY: nginx initialised the slab pool at the start of the zone.
     let mem = unsafe { ngx_slab_alloc(shpool, bytes) };
     if mem.is_null() {
@@ -124,10 +178,12 @@ unsafe fn init_zone_data(zone: *mut ngx_shm_zone_t, old: *mut c_void) -> ngx_int
     let h = unsafe { &mut *header };
     h.magic = MAGIC;
     h.version = LAYOUT_VERSION;
-    h.nslots = n as u32;
+    h.nslots = total as u32;
+    h.nstatic = n as u32;
     let new = Zone {
         // SAFETY: not NULL (checked above).
         header: unsafe { NonNull::new_unchecked(header) },
+        pool: shpool,
     };
     // nginx 1.28 hands a `noreuse` zone the old zone's data; 1.26 does
     // not: find it by name among the running cycle's zones.
@@ -144,7 +200,8 @@ unsafe fn init_zone_data(zone: *mut ngx_shm_zone_t, old: *mut c_void) -> ngx_int
         // new cycle initialises; `from_shm_zone` validates its magic.
         let fake = ngx_shm_zone_t {
             data: old,
-            // SAFETY: only `data` is read.
+            // SAFETY: only `data` and `shm.addr` are read (the lock is not
+            // taken on the old zone).
             ..unsafe { core::mem::zeroed() }
         };
         // SAFETY: see above.
@@ -160,10 +217,23 @@ unsafe fn init_zone_data(zone: *mut ngx_shm_zone_t, old: *mut c_void) -> ngx_int
         + 1;
     h.generation.store(generation, Ordering::Release);
 
-    let old_slots = old.as_ref().map_or(&[][..], Zone::slots);
-    zone::fill(new.slots(), old_slots, &plan.identities, &plan.default_down);
+    let old_slots = old
+        .as_ref()
+        .map_or(&[][..], |o| &o.slots()[..o.room_start()]);
+    zone::fill(
+        &new.slots()[..n],
+        old_slots,
+        &plan.identities,
+        &plan.default_down,
+    );
+    if let Some(o) = &old {
+        // The old zone's resolved addresses: its other workers may still
+        // claim there, but not after this cycle's workers start.
+        let live = plan.tags.iter().copied().collect();
+        healthcheck_core::room::carry(new.room(), o.room(), &live);
+    }
     if let (None, Some(path)) = (old, plan.state_file.as_deref()) {
-        crate::statefile::restore(zone.shm.log, path, plan.group, new.slots());
+        crate::statefile::restore(zone.shm.log, path, plan.group, &new.slots()[..n]);
         // Saved state is a change like any other (stock mode applies it).
         new.header().note_change();
     }

@@ -59,6 +59,8 @@ pub(crate) struct Row {
     check_type: &'static str,
     port: u16,
     snap: Snapshot,
+    /// A resolved address without a slot (its snapshot says up).
+    unchecked: bool,
     /// Failures by reason: the first `nreasons`, those the check type can
     /// produce, are printed.
     reasons: [(&'static str, u64); REASONS],
@@ -104,8 +106,51 @@ impl Row {
             check_type: t.check.conf.check_type.as_str(),
             port: t.check.conf.port,
             snap,
+            unchecked: false,
             reasons,
             nreasons: kinds.len() as u8,
+        }
+    }
+
+    /// A resolved address of `r`'s upstream that found no room: listed
+    /// `unchecked`, counted with the up peers (it takes traffic).
+    pub(crate) fn unchecked(
+        group: Group,
+        index: u32,
+        r: &crate::resolved::ResolveUps,
+        u: &crate::resolved::Unchecked,
+        names: &mut Vec<u8>,
+    ) -> Row {
+        let mut name = |bytes: &[u8]| {
+            let start = names.len() as u32;
+            names.extend_from_slice(bytes);
+            (start, names.len() as u32)
+        };
+        // SAFETY: the upstream name lives in the cycle pool.
+        let upstream = name(unsafe { str_bytes(&r.upstream) });
+        let peer = name(&u.name);
+        let server = name(&u.server);
+        let snap = Snapshot {
+            up: true,
+            last_delay: u32::MAX,
+            min_delay: u32::MAX,
+            max_delay: u32::MAX,
+            ..Snapshot::default()
+        };
+        Row {
+            group,
+            index,
+            upstream,
+            name: peer,
+            server,
+            backup: u.backup,
+            weight: u.weight,
+            check_type: r.check.conf.check_type.as_str(),
+            port: r.check.conf.port,
+            snap,
+            unchecked: true,
+            reasons: [("", 0); REASONS],
+            nreasons: 0,
         }
     }
 
@@ -122,6 +167,7 @@ impl Row {
             weight: self.weight,
             disabled: s.disabled(),
             fail_open: s.fail_open != 0,
+            unchecked: self.unchecked,
             up: s.up,
             rise: s.rise,
             fall: s.fall,
@@ -253,8 +299,24 @@ impl Job {
             self.rows.push(row);
         }
         if end < context.targets.len() {
-            Ok(Phase::Copy(ctx, end))
-        } else if ctx == 0 {
+            return Ok(Phase::Copy(ctx, end));
+        }
+        // Then the context's resolved addresses (their views brought up to
+        // date: nginx may have changed them since the last look).
+        context.refresh_all(false);
+        if let Ok(view) = context.view.try_borrow() {
+            for d in view.targets.iter().flatten() {
+                let row = Row::copy(group, context, &d.target, &mut self.names);
+                self.rows.push(row);
+            }
+        }
+        let mut next = context.zone.as_ref().map_or(0, |z| z.slots().len() as u32);
+        context.each_unchecked(|r, u| {
+            let row = Row::unchecked(group, next, r, u, &mut self.names);
+            next += 1;
+            self.rows.push(row);
+        });
+        if ctx == 0 {
             Ok(Phase::Copy(1, 0))
         } else {
             Err([w.http.zone, w.stream.zone]

@@ -87,6 +87,11 @@ pub struct UpstreamRef {
     /// Each list's rwlock when the list is in an upstream `zone` (shared
     /// by the workers), else NULL.
     pub locks: Vec<*mut ngx_atomic_t>,
+    /// Its `server ... resolve` lines (templates nginx resolves).
+    pub resolve_lines: usize,
+    /// The zone's change counter of its lists (`peers->config`, bumped by
+    /// nginx on every peer it adds or removes), NULL without `resolve`.
+    pub config: *const ngx_uint_t,
 }
 
 impl UpstreamRef {
@@ -120,6 +125,10 @@ impl UpstreamBlock for UpstreamRef {
             })
             .collect()
     }
+
+    fn resolve_lines(&self) -> usize {
+        self.resolve_lines
+    }
 }
 
 // Peers nginx 1.27.3+ creates at run time for `server ... resolve` have a
@@ -134,6 +143,25 @@ macro_rules! resolved {
 macro_rules! resolved {
     ($peer:expr) => {
         false
+    };
+}
+/// The `resolve` templates of a list and its change counter.
+#[cfg(ngx_version_at_least = "1.27.3")]
+macro_rules! templates {
+    ($g:expr) => {{
+        let mut n = 0usize;
+        let mut t = $g.resolve;
+        while let Some(tp) = t.as_ref() {
+            n += 1;
+            t = tp.next;
+        }
+        (n, $g.config as *const ngx_uint_t)
+    }};
+}
+#[cfg(not(ngx_version_at_least = "1.27.3"))]
+macro_rules! templates {
+    ($g:expr) => {
+        (0usize, core::ptr::null::<ngx_uint_t>())
     };
 }
 /// nginx 1.29.6+ `drain` (`NGX_HTTP_UPSTREAM_DRAINING`): a bit of
@@ -163,7 +191,16 @@ macro_rules! walk {
             let mut locks = Vec::new();
             let mut group = uscf.peer.data as *mut $peers_t;
             let mut backup = false;
+            let mut resolve_lines = 0;
+            let mut config = core::ptr::null();
             while let Some(g) = group.as_mut().filter(|_| c.check.is_some()) {
+                let (n, counter) = templates!(g);
+                // (At configuration time the lists are not in the zone yet
+                // and have no counter; workers see the zone's.)
+                resolve_lines += n;
+                if n > 0 && !g.shpool.is_null() {
+                    config = counter;
+                }
                 let list = lists.len() as u32;
                 lists.push(group as *const c_void);
                 let lock = if g.shpool.is_null() {
@@ -206,6 +243,8 @@ macro_rules! walk {
                 peers,
                 lists,
                 locks,
+                resolve_lines,
+                config,
             });
         }
         out
@@ -248,5 +287,130 @@ pub unsafe fn stream_upstreams(
             ngx::ffi::ngx_stream_upstream_rr_peers_t,
             module
         )
+    }
+}
+
+/// An address nginx resolved for a `server ... resolve` line, copied out of
+/// the upstream's zone (nginx frees the peer when the address goes).
+pub struct ResolvedPeer {
+    /// The rr peer (valid while the list's change counter stays).
+    pub peer: *const c_void,
+    /// Its `sockaddr` field (what a proxied attempt's `pc->sockaddr` is).
+    pub sockaddr_ptr: *const sockaddr,
+    /// Its `down` field.
+    pub down: *mut ngx_uint_t,
+    pub sockaddr: Box<[u8]>,
+    pub name: Box<[u8]>,
+    pub server: Box<[u8]>,
+    pub weight: u32,
+    pub backup: bool,
+    /// Index of its list in `UpstreamRef::lists`.
+    pub list: u32,
+}
+
+#[cfg(ngx_version_at_least = "1.27.3")]
+macro_rules! copy_resolved {
+    ($lists:expr, $locks:expr, $peers_t:ty, $out:expr) => {{
+        for (list, (&l, &lock)) in $lists.iter().zip($locks).enumerate() {
+            let Some(g) = (l as *const $peers_t).as_ref() else {
+                continue;
+            };
+            if !lock.is_null() {
+                ngx::ffi::ngx_rwlock_rlock(lock);
+            }
+            let mut p = g.peer;
+            while let Some(peer) = p.as_ref() {
+                if !peer.host.is_null() && peer.down as u64 & !DRAINING == 0 {
+                    let sa = core::slice::from_raw_parts(
+                        peer.sockaddr.cast::<u8>(),
+                        peer.socklen as usize,
+                    );
+                    $out.push(ResolvedPeer {
+                        peer: p as *const c_void,
+                        sockaddr_ptr: peer.sockaddr,
+                        down: core::ptr::addr_of!(peer.down).cast_mut(),
+                        sockaddr: sa.into(),
+                        name: str_bytes(&peer.name).into(),
+                        server: str_bytes(&peer.server).into(),
+                        weight: u32::try_from(peer.weight).unwrap_or(u32::MAX),
+                        backup: list > 0,
+                        list: list as u32,
+                    });
+                }
+                p = peer.next;
+            }
+            if !lock.is_null() {
+                ngx::ffi::ngx_rwlock_unlock(lock);
+            }
+        }
+    }};
+}
+
+/// The resolved addresses in `lists` (an upstream's rr lists, primary
+/// first, with their locks), each list read under its read lock.
+///
+/// # Safety
+/// `lists` and `locks` come from a walk of `proto`'s upstreams of the
+/// running cycle.
+#[cfg(ngx_version_at_least = "1.27.3")]
+pub unsafe fn resolved_peers(
+    proto: healthcheck_core::status::Group,
+    lists: &[*const c_void],
+    locks: &[*mut ngx_atomic_t],
+) -> Vec<ResolvedPeer> {
+    use healthcheck_core::status::Group;
+    let mut out = Vec::new();
+    // SAFETY: per the function's contract.
+    unsafe {
+        match proto {
+            Group::Http => {
+                copy_resolved!(lists, locks, ngx::ffi::ngx_http_upstream_rr_peers_t, out)
+            }
+            Group::Stream => {
+                copy_resolved!(lists, locks, ngx::ffi::ngx_stream_upstream_rr_peers_t, out)
+            }
+        }
+    }
+    out
+}
+
+/// nginx before 1.27.3 resolves no servers at run time.
+///
+/// # Safety
+/// None needed; as the other version's.
+#[cfg(not(ngx_version_at_least = "1.27.3"))]
+pub unsafe fn resolved_peers(
+    _proto: healthcheck_core::status::Group,
+    _lists: &[*const c_void],
+    _locks: &[*mut ngx_atomic_t],
+) -> Vec<ResolvedPeer> {
+    Vec::new()
+}
+
+/// The address of rr peer `peer` of `proto`.
+///
+/// # Safety
+/// `peer` is a live rr peer of `proto` (its list locked by the caller).
+pub unsafe fn peer_sockaddr<'a>(
+    proto: healthcheck_core::status::Group,
+    peer: *const c_void,
+) -> &'a [u8] {
+    use healthcheck_core::status::Group;
+    // SAFETY: per the function's contract.
+    unsafe {
+        let (sa, len) = match proto {
+            Group::Http => {
+                let p = &*peer.cast::<ngx::ffi::ngx_http_upstream_rr_peer_t>();
+                (p.sockaddr, p.socklen)
+            }
+            Group::Stream => {
+                let p = &*peer.cast::<ngx::ffi::ngx_stream_upstream_rr_peer_t>();
+                (p.sockaddr, p.socklen)
+            }
+        };
+        if sa.is_null() {
+            return &[];
+        }
+        core::slice::from_raw_parts(sa.cast::<u8>(), len as usize)
     }
 }

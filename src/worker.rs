@@ -21,6 +21,7 @@ use ngx::ffi::{
 
 use crate::ffi::{self, str_bytes, unix_ms};
 use crate::match_block::CompiledMatch;
+use crate::resolved::{ResolveUps, View, ViewCell};
 use crate::shm::{Slot, Zone};
 use crate::upstream::{PeerRef, UpstreamRef};
 use healthcheck_core::status::Group;
@@ -39,8 +40,8 @@ pub struct UpstreamCheck {
     /// `check_fail_open`.
     pub fail_open: FailOpen,
     /// The upstream's checked peers: slot index and weight (the fail-open
-    /// share is by weight).
-    pub members: Vec<(u32, u32)>,
+    /// share is by weight); its resolved addresses join and leave.
+    pub members: core::cell::RefCell<Vec<(u32, u32)>>,
     /// The upstream's name (cycle pool).
     pub upstream: ngx_str_t,
     /// `type=https` / `type=tls`: the transport's settings.
@@ -108,7 +109,8 @@ pub struct Context {
     lists: PtrMap,
     /// The list last asked about and whether it is in `lists` (balancers
     /// ask about every peer of one list in a row).
-    last_list: Cell<(usize, bool)>,
+    /// (the list's `lists` value, 0 = not checked).
+    last_list: Cell<(usize, u32)>,
     /// `check_state_file` of the context (full path).
     pub state_file: Option<Vec<u8>>,
     /// Per checked upstream: what stock mode and `passive_fall` need.
@@ -118,6 +120,15 @@ pub struct Context {
     /// The zone was planned for another peer list (slots, peers): a broken
     /// invariant, reported by `process::init`; the context checks nothing.
     pub mismatch: Option<(usize, usize)>,
+    pub group: Group,
+    /// Checked upstreams with `resolve` servers (`crate::resolved`).
+    pub resolve: Vec<ResolveUps>,
+    /// Their addresses as this worker knows them.
+    pub view: ViewCell,
+    /// `sels` index -> `resolve` index + 1 (0: none).
+    resolve_of_sel: Vec<u32>,
+    /// `resolved::quarantine_ms` of the context.
+    pub quarantine_ms: u64,
 }
 
 /// The bit of `peer->down` stock mode sets: the value of the `down`
@@ -132,8 +143,9 @@ struct Selection {
     locks: Vec<*mut ngx_atomic_t>,
     /// Its checked peers: slot index, `down` field, list index.
     peers: Vec<(u32, *mut ngx_uint_t, u32)>,
-    /// `Header::changes` when stock mode last applied the state.
-    applied: Cell<u64>,
+    /// `Header::changes` when stock mode last applied the state, and the
+    /// resolved peers' change counter then (0 without `resolve`).
+    applied: Cell<(u64, u64)>,
     /// `peer sockaddr address -> slot index` (the attempt's `pc->sockaddr`
     /// is the selected peer's).
     by_addr: PtrMap,
@@ -149,17 +161,16 @@ pub fn update_fail_open(zone: &Zone, check: &UpstreamCheck, log: *mut ngx_log_t)
     if check.fail_open == FailOpen::Off {
         return;
     }
-    let Some(first) = check
-        .members
-        .first()
-        .and_then(|&(i, _)| zone.slot(i as usize))
-    else {
+    let Ok(members) = check.members.try_borrow() else {
+        return;
+    };
+    let Some(first) = members.first().and_then(|&(i, _)| zone.slot(i as usize)) else {
         return;
     };
     // A few tries: another worker may change a peer meanwhile.
     for _ in 0..4 {
         let (mut up, mut total) = (0u64, 0u64);
-        for &(i, w) in &check.members {
+        for &(i, w) in members.iter() {
             total += u64::from(w);
             if zone
                 .slot(i as usize)
@@ -180,7 +191,7 @@ pub fn update_fail_open(zone: &Zone, check: &UpstreamCheck, log: *mut ngx_log_t)
         {
             continue;
         }
-        for &(i, _) in &check.members[1..] {
+        for &(i, _) in &members[1..] {
             if let Some(s) = zone.slot(i as usize) {
                 s.fail_open.store(want, Relaxed);
             }
@@ -212,8 +223,40 @@ pub fn update_fail_open(zone: &Zone, check: &UpstreamCheck, log: *mut ngx_log_t)
 }
 
 impl Context {
+    /// The `resolve` index of the upstream whose srv conf is `srv`.
+    pub fn resolve_index(&self, srv: usize) -> Option<usize> {
+        let i = self.sel_map.get(srv)?;
+        match self.resolve_of_sel.get(i as usize) {
+            Some(&r) if r > 0 => Some(r as usize - 1),
+            _ => None,
+        }
+    }
+
+    /// Upstream and peer name of the target with slot `index`, static or
+    /// resolved.
+    pub fn target_name(&self, index: u32) -> Option<(String, String)> {
+        let name = |t: &Target| {
+            (
+                String::from_utf8_lossy(t.upstream_bytes()).into_owned(),
+                String::from_utf8_lossy(t.peer.name_bytes()).into_owned(),
+            )
+        };
+        if let Some(t) = self.targets.get(index as usize) {
+            return Some(name(t));
+        }
+        let view = self.view.try_borrow().ok()?;
+        let found = view
+            .targets
+            .iter()
+            .flatten()
+            .find(|d| d.target.index == index)
+            .map(|d| name(&d.target));
+        found
+    }
+
     /// Build from the context's upstreams, in the order the zone was planned.
     pub fn new(
+        group: Group,
         zone: Option<Zone>,
         upstreams: &[UpstreamRef],
         matches: &[Rc<CompiledMatch>],
@@ -221,6 +264,9 @@ impl Context {
         let mut targets = Vec::new();
         let mut sels = Vec::new();
         let mut sel_map = Vec::new();
+        let mut resolve = Vec::new();
+        let mut resolve_of_sel = Vec::new();
+        let mut list_values = Vec::new();
         for u in upstreams {
             let Some(conf) = &u.conf().check else {
                 continue;
@@ -252,14 +298,34 @@ impl Context {
                 matcher,
                 buffer_size: h.buffer_size.unwrap_or(BUFFER_SIZE_DEFAULT),
                 fail_open: u.conf().fail_open.unwrap_or_default(),
-                members: (targets.len()..)
-                    .zip(&u.peers)
-                    .map(|(i, p)| (i as u32, p.weight))
-                    .collect(),
+                members: core::cell::RefCell::new(
+                    (targets.len()..)
+                        .zip(&u.peers)
+                        .map(|(i, p)| (i as u32, p.weight))
+                        .collect(),
+                ),
                 upstream: u.name,
                 tls: crate::tls::check_settings(u.conf()),
             });
             let base = targets.len() as u32;
+            let has_resolve = u.resolve_lines > 0 && !u.config.is_null();
+            let list_value = if has_resolve {
+                resolve.push(ResolveUps {
+                    tag: healthcheck_core::identity::upstream_tag(group.as_str(), u.name_bytes()),
+                    lists: u.lists.clone(),
+                    locks: u.locks.clone(),
+                    config: u.config,
+                    upstream: u.name,
+                    check: Rc::clone(&check),
+                    static_members: check.members.borrow().clone(),
+                });
+                resolve_of_sel.push(resolve.len() as u32);
+                resolve.len() as u32 + 1
+            } else {
+                resolve_of_sel.push(0);
+                1
+            };
+            list_values.extend(u.lists.iter().map(|&l| (l as usize, list_value)));
             sel_map.push((u.srv as usize, sels.len() as u32));
             sels.push(Selection {
                 locks: u.locks.clone(),
@@ -267,7 +333,7 @@ impl Context {
                     .zip(&u.peers)
                     .map(|(i, p)| (i, p.down, p.list))
                     .collect(),
-                applied: Cell::new(u64::MAX),
+                applied: Cell::new((u64::MAX, u64::MAX)),
                 by_addr: PtrMap::new(
                     (base..)
                         .zip(&u.peers)
@@ -288,26 +354,29 @@ impl Context {
         // with this one (a broken invariant, but never a wrong peer).
         let mismatch = zone
             .as_ref()
-            .filter(|z| z.slots().len() != targets.len())
-            .map(|z| (z.slots().len(), targets.len()));
-        let zone = zone.filter(|z| z.slots().len() == targets.len());
+            .filter(|z| z.room_start() != targets.len())
+            .map(|z| (z.room_start(), targets.len()));
+        let zone = zone.filter(|z| z.room_start() == targets.len());
         let map = PtrMap::new(targets.iter().map(|t| (t.peer.peer as usize, t.index)));
-        let lists = PtrMap::new(
-            upstreams
-                .iter()
-                .filter(|u| u.conf().check.is_some())
-                .flat_map(|u| u.lists.iter().map(|&l| (l as usize, 1))),
-        );
+        // Each checked list: 1, or its resolve upstream's index + 2.
+        let lists = PtrMap::new(list_values);
+        let quarantine_ms = crate::resolved::quarantine_ms(&resolve);
+        let view = core::cell::RefCell::new(View::new(resolve.len()));
         Self {
             zone,
             targets,
             map,
             lists,
-            last_list: Cell::new((0, false)),
+            last_list: Cell::new((0, 0)),
             state_file: None,
             sels,
             sel_map: PtrMap::new(sel_map),
             mismatch,
+            group,
+            resolve,
+            view,
+            resolve_of_sel,
+            quarantine_ms,
         }
     }
 
@@ -326,10 +395,20 @@ impl Context {
         let Some(sel) = self.sels.get(i as usize) else {
             return;
         };
+        // Resolved peers: the view first (it reads the lists under their
+        // read locks, so before any write lock here).
+        let resolve = self.resolve_index(srv);
+        if let Some(r) = resolve {
+            self.refresh(r, false);
+        }
         let changes = zone.header().changes();
-        if sel.applied.get() == changes {
+        let counter = resolve
+            .and_then(|r| self.resolve.get(r))
+            .map_or(0, ResolveUps::counter);
+        if sel.applied.get() == (changes, counter) {
             return;
         }
+        let mut current = true;
         for (list, &lock) in sel.locks.iter().enumerate() {
             if !lock.is_null() {
                 // SAFETY: the rwlock of a list in the upstream's zone.
@@ -348,12 +427,18 @@ impl Context {
                     }
                 }
             }
+            if let Some(r) = resolve {
+                // SAFETY: the list's write lock is held (above).
+                current &= unsafe { self.apply_resolved(r, list as u32, DOWN_BIT) };
+            }
             if !lock.is_null() {
                 // SAFETY: locked above.
                 unsafe { ngx_rwlock_unlock(lock) };
             }
         }
-        sel.applied.set(changes);
+        // A view behind nginx's lists is applied again next time.
+        sel.applied
+            .set((changes, if current { counter } else { u64::MAX }));
     }
 
     /// nginx ended a proxied attempt to the peer at `sockaddr` of the
@@ -365,7 +450,11 @@ impl Context {
         let Some(sel) = self.sels.get(i as usize) else {
             return;
         };
-        let (Some(index), fall) = (sel.by_addr.get(sockaddr), sel.check.conf.passive_fall) else {
+        let index = sel.by_addr.get(sockaddr).or_else(|| {
+            let r = *self.resolve_of_sel.get(i as usize)?;
+            self.resolved_by_addr(r.checked_sub(1)? as usize, sockaddr)
+        });
+        let (Some(index), fall) = (index, sel.check.conf.passive_fall) else {
             return;
         };
         let Some(slot) = zone.slot(index as usize) else {
@@ -382,15 +471,14 @@ impl Context {
             return;
         }
         zone.header().note_change();
-        if let Some(t) = self.targets.get(index as usize) {
+        if let Some(t) = self.target_name(index) {
             ffi::log(
                 NGX_LOG_WARN,
                 log,
                 format_args!(
                     "upstream {} peer {} is down after {fall} failed proxied attempts \
                      (passive_fall={fall}); check rounds bring it back",
-                    String::from_utf8_lossy(t.upstream_bytes()),
-                    String::from_utf8_lossy(t.peer.name_bytes()),
+                    t.0, t.1,
                 ),
             );
         }
@@ -416,21 +504,28 @@ impl Context {
     /// pays almost nothing per server for the hook.
     #[inline]
     pub fn peer_down(&self, list: usize, addr: usize) -> bool {
+        let mut value = 1;
         if list != 0 {
-            let (last, checked) = self.last_list.get();
-            let checked = if last == list {
-                checked
+            let (last, v) = self.last_list.get();
+            value = if last == list {
+                v
             } else {
-                let checked = self.lists.get(list).is_some();
-                self.last_list.set((list, checked));
-                checked
+                let v = self.lists.get(list).unwrap_or(0);
+                self.last_list.set((list, v));
+                v
             };
-            if !checked {
+            if value == 0 {
                 return false;
             }
         }
-        let (Some(zone), Some(i)) = (self.zone.as_ref(), self.map.get(addr)) else {
+        let Some(zone) = self.zone.as_ref() else {
             return false;
+        };
+        let i = match self.map.get(addr) {
+            Some(i) => i,
+            // A resolve upstream's list: a resolved peer, or none of ours.
+            None if value >= 2 => return self.resolved_down(value as usize - 2, addr),
+            None => return false,
         };
         zone.slot(i as usize).is_some_and(Slot::vetoed)
     }

@@ -221,11 +221,17 @@ enum Phase {
 struct Peer {
     /// The address to connect to (the check port when `port=` is set).
     addr: Box<[u8]>,
+    /// Points into `name_buf` (the probe owns its copy: a resolved peer's
+    /// name lives in nginx's zone only while nginx has the address).
     name: ngx_str_t,
+    name_buf: Box<[u8]>,
     upstream: ngx_str_t,
     proto: Group,
     /// Slot index in the zone.
     index: u32,
+    /// The slot's identity when the probe was made: a slot of the room for
+    /// resolved addresses that another address took is not this probe's.
+    identity: u64,
     /// This worker owns the peer's rounds.
     owner: bool,
     /// This worker's slot.
@@ -244,8 +250,7 @@ impl Peer {
     }
 
     fn name(&self) -> String {
-        // SAFETY: the name lives in the cycle pool, which outlives probes.
-        String::from_utf8_lossy(unsafe { str_bytes(&self.name) }).into_owned()
+        String::from_utf8_lossy(&self.name_buf).into_owned()
     }
 
     fn upstream_name(&self) -> String {
@@ -302,6 +307,10 @@ impl Probe {
         let owner = schedule::owner(t.index, workers) == worker;
         let conf = &t.check.conf;
         let keep = conf.keeps_connection() && owner;
+        let name_buf: Box<[u8]> = t.peer.name_bytes().into();
+        let identity = zone
+            .slot(t.index as usize)
+            .map_or(0, |s| s.identity.load(Ordering::Acquire));
         Probe {
             ident: [0, 0, 0, usize::MAX],
             // SAFETY: all-zero is nginx's initial state for these structs.
@@ -310,10 +319,15 @@ impl Probe {
             pc: unsafe { mem::zeroed() },
             peer: Peer {
                 addr: check_address(t),
-                name: t.peer.name,
+                name: ngx_str_t {
+                    len: name_buf.len(),
+                    data: name_buf.as_ptr().cast_mut(),
+                },
+                name_buf,
                 upstream: t.upstream,
                 proto,
                 index: t.index,
+                identity,
                 owner,
                 worker,
             },
@@ -351,8 +365,11 @@ impl Probe {
         (self as *mut Probe).cast()
     }
 
+    /// The peer's slot, while it is still this peer's.
     fn slot(&self) -> Option<&Slot> {
-        self.zone.slot(self.peer.index as usize)
+        self.zone
+            .slot(self.peer.index as usize)
+            .filter(|s| s.identity.load(Ordering::Acquire) == self.peer.identity)
     }
 
     /// `check_keepalive_requests` when `reuse=on`.
@@ -433,6 +450,144 @@ fn check_address(t: &Target) -> Box<[u8]> {
 /// Probes of one worker and one context.
 pub struct Prober {
     probes: Vec<NonNull<Probe>>,
+    /// The probes of resolved addresses, with their timer (contexts with
+    /// `resolve` servers only).
+    watch: Option<NonNull<Watch>>,
+}
+
+/// Make a probe for `t` and arm its first look at the schedule.
+fn spawn(
+    t: &Target,
+    proto: Group,
+    zone: Zone,
+    slot: (u32, u32),
+    log: *mut ngx_log_t,
+    conn_log: *mut ngx_log_t,
+) -> NonNull<Probe> {
+    let mut probe = Probe::new(t, proto, zone, slot);
+    probe.log = log;
+    probe.conn_log = conn_log;
+    let p = NonNull::from(Box::leak(Box::new(probe)));
+    // SAFETY: `p` is the only reference to the new probe.
+    unsafe {
+        let raw = p.as_ptr();
+        (*raw).ev.data = raw.cast();
+        (*raw).ev.handler = Some(ngx_healthcheck_timer_handler);
+        (*raw).ev.log = log;
+        (*raw).ev.set_cancelable(1);
+        // First decision almost at once: it draws the random offset.
+        ngx_add_timer(&mut (*raw).ev, 1);
+    }
+    p
+}
+
+/// Stop a probe: its timer, its round's connection, its kept one.
+fn halt(p: NonNull<Probe>) {
+    // SAFETY: a live probe; no handler of it is running (callers run from
+    // another event or process exit).
+    let p = unsafe { &mut *p.as_ptr() };
+    if p.ev.timer_set() != 0 {
+        // SAFETY: the timer belongs to this probe.
+        unsafe { ngx_del_timer(&mut p.ev) };
+    }
+    if p.conn.is_some() {
+        // A round in flight: its lease goes with it.
+        if let Some(s) = p.slot() {
+            s.lease.store(0, Ordering::Release);
+        }
+    }
+    connect::close(p);
+    kept::close_kept(p);
+}
+
+/// How often a worker looks whether nginx changed its resolved peers
+/// (one atomic load per resolve upstream), ms.
+const WATCH_MS: u64 = 200;
+/// Every this many looks the views are rebuilt even without a change
+/// (slots an interrupted rebuild left are freed then).
+const WATCH_FORCE: u32 = 25;
+
+/// The probes of a context's resolved addresses, kept in step with the
+/// worker's view of them from a timer. nginx holds a pointer to it (its
+/// timer's `data`): made with `Box::into_raw`, freed by its `Prober`.
+#[repr(C)]
+struct Watch {
+    /// As `Probe::ident`: nginx's debug log reads the timer's `data`.
+    ident: [usize; 4],
+    ev: ngx_event_t,
+    proto: Group,
+    zone: Zone,
+    slot: (u32, u32),
+    log: *mut ngx_log_t,
+    conn_log: *mut ngx_log_t,
+    /// `(slot index, identity) -> probe`.
+    probes: std::collections::HashMap<(u32, u64), NonNull<Probe>>,
+    /// The view's version the probes were last matched with.
+    version: u64,
+    ticks: u32,
+}
+
+impl Watch {
+    /// Match the probes with the view: a probe for every resolved address
+    /// with a slot, none for addresses nginx dropped.
+    fn reconcile(&mut self, ctx: &Context) {
+        let Ok(view) = ctx.view.try_borrow() else {
+            return;
+        };
+        if view.version == self.version {
+            return;
+        }
+        let want: std::collections::HashMap<(u32, u64), &Target> = view
+            .targets
+            .iter()
+            .flatten()
+            .map(|d| ((d.target.index, d.identity), &d.target))
+            .collect();
+        let gone: Vec<(u32, u64)> = self
+            .probes
+            .keys()
+            .filter(|k| !want.contains_key(k))
+            .copied()
+            .collect();
+        for k in gone {
+            if let Some(p) = self.probes.remove(&k) {
+                halt(p);
+                // SAFETY: made by `spawn`, stopped above; nothing in nginx
+                // points to it any more.
+                drop(unsafe { Box::from_raw(p.as_ptr()) });
+            }
+        }
+        for (k, t) in want {
+            if !self.probes.contains_key(&k) {
+                let p = spawn(t, self.proto, self.zone, self.slot, self.log, self.conn_log);
+                self.probes.insert(k, p);
+            }
+        }
+        self.version = view.version;
+    }
+}
+
+unsafe extern "C" fn ngx_healthcheck_watch_handler(ev: *mut ngx_event_t) {
+    // SAFETY: `data` is the watch owning this event (set in `start`).
+    let (w, log) = unsafe { ((*ev).data.cast::<Watch>(), (*ev).log) };
+    // SAFETY: the watch outlives its timer.
+    let Some(w) = (unsafe { w.as_mut() }) else {
+        return;
+    };
+    guard(log, "resolved peers", (), || {
+        if exiting() {
+            return;
+        }
+        w.ticks = w.ticks.wrapping_add(1);
+        let force = w.ticks % WATCH_FORCE == 0;
+        crate::process::with(|worker| {
+            let ctx = worker.context(w.proto);
+            ctx.refresh_all(force);
+            w.reconcile(ctx);
+        });
+        // SAFETY: the watch's own timer.
+        unsafe { ngx_add_timer(&mut w.ev, WATCH_MS as ngx::ffi::ngx_msec_t) };
+    });
 }
 
 impl Prober {
@@ -449,41 +604,63 @@ impl Prober {
         conn_log: *mut ngx_log_t,
     ) -> Self {
         let Some(zone) = ctx.zone else {
-            return Self { probes: Vec::new() };
+            return Self {
+                probes: Vec::new(),
+                watch: None,
+            };
         };
-        let mut probes = Vec::with_capacity(ctx.targets.len());
-        for t in &ctx.targets {
-            let mut probe = Probe::new(t, proto, zone, slot);
-            probe.log = log;
-            probe.conn_log = conn_log;
-            let p = NonNull::from(Box::leak(Box::new(probe)));
-            // SAFETY: `p` is the only reference to the new probe.
+        let probes = ctx
+            .targets
+            .iter()
+            .map(|t| spawn(t, proto, zone, slot, log, conn_log))
+            .collect();
+        let watch = (!ctx.resolve.is_empty()).then(|| {
+            let mut w = Box::new(Watch {
+                ident: [0, 0, 0, usize::MAX],
+                // SAFETY: all-zero is nginx's initial state for an event.
+                ev: unsafe { mem::zeroed() },
+                proto,
+                zone,
+                slot,
+                log,
+                conn_log,
+                probes: std::collections::HashMap::new(),
+                version: u64::MAX,
+                ticks: 0,
+            });
+            // The addresses nginx has now (after a reload: at once).
+            ctx.refresh_all(true);
+            w.reconcile(ctx);
+            let raw = Box::into_raw(w);
+            // SAFETY: just made; nginx's timer points to it until `stop`.
             unsafe {
-                let raw = p.as_ptr();
                 (*raw).ev.data = raw.cast();
-                (*raw).ev.handler = Some(ngx_healthcheck_timer_handler);
+                (*raw).ev.handler = Some(ngx_healthcheck_watch_handler);
                 (*raw).ev.log = log;
                 (*raw).ev.set_cancelable(1);
-                // First decision almost at once: it draws the random offset.
-                ngx_add_timer(&mut (*raw).ev, 1);
+                ngx_add_timer(&mut (*raw).ev, WATCH_MS as ngx::ffi::ngx_msec_t);
+                NonNull::new_unchecked(raw)
             }
-            probes.push(p);
-        }
-        Self { probes }
+        });
+        Self { probes, watch }
     }
 
     /// Close every check connection and timer.
     pub fn stop(&mut self) {
-        for p in &self.probes {
-            // SAFETY: a live probe of this prober; no handler is running
-            // (stop runs from process exit or a rebuild of the state).
-            let p = unsafe { &mut *p.as_ptr() };
-            if p.ev.timer_set() != 0 {
-                // SAFETY: the timer belongs to this probe.
-                unsafe { ngx_del_timer(&mut p.ev) };
+        for &p in &self.probes {
+            halt(p);
+        }
+        if let Some(w) = self.watch {
+            // SAFETY: the live watch of this prober; its handler is not
+            // running (see `halt`).
+            let w = unsafe { &mut *w.as_ptr() };
+            if w.ev.timer_set() != 0 {
+                // SAFETY: the watch's own timer.
+                unsafe { ngx_del_timer(&mut w.ev) };
             }
-            connect::close(p);
-            kept::close_kept(p);
+            for &p in w.probes.values() {
+                halt(p);
+            }
         }
         SPARES.close_all();
     }
@@ -494,8 +671,16 @@ impl Drop for Prober {
     fn drop(&mut self) {
         self.stop();
         for p in self.probes.drain(..) {
-            // SAFETY: made by `Box::leak` in `start`, freed once here.
+            // SAFETY: made by `Box::leak` in `spawn`, freed once here.
             drop(unsafe { Box::from_raw(p.as_ptr()) });
+        }
+        if let Some(w) = self.watch.take() {
+            // SAFETY: made by `Box::into_raw` in `start`, freed once here.
+            let mut w = unsafe { Box::from_raw(w.as_ptr()) };
+            for (_, p) in w.probes.drain() {
+                // SAFETY: made by `spawn`, stopped above.
+                drop(unsafe { Box::from_raw(p.as_ptr()) });
+            }
         }
     }
 }

@@ -1,0 +1,446 @@
+//! Addresses nginx resolves at run time for `server NAME resolve` lines
+//! (nginx 1.27.3+, `zone` upstreams; README: Resolved servers).
+//!
+//! nginx keeps such an upstream's peers in its zone, adds and removes the
+//! addresses of each name as its resolver answers, and bumps the lists'
+//! change counter (`peers->config`) each time. Each worker keeps a view of
+//! those addresses per upstream, rebuilt whenever the counter moved: before
+//! a selection of that upstream, before a status page, and from a timer
+//! (the probes' side, `check::Prober`). Every rebuild takes, under the
+//! zone's lock, a slot of the zone's room for each address (the one the
+//! address already has, else a free one, `healthcheck_core::room`) and
+//! frees the slots of addresses nginx no longer has.
+//!
+//! The view's peer pointers are only used while the counter still says
+//! what it said when they were read: nginx may free a removed peer and give
+//! its memory to a new one.
+
+use core::cell::RefCell;
+use core::ffi::c_void;
+use core::sync::atomic::{AtomicUsize, Ordering};
+use std::collections::{HashMap, HashSet};
+use std::rc::Rc;
+
+use healthcheck_core::identity::resolved_identity;
+use healthcheck_core::room::{self, Claim};
+use ngx::ffi::{ngx_atomic_t, ngx_str_t, ngx_uint_t, sockaddr, socklen_t, NGX_LOG_WARN};
+
+use crate::ffi::{self, monotonic_ms, str_bytes};
+use crate::upstream::{self, PeerRef};
+use crate::worker::{Context, Target, UpstreamCheck};
+
+/// A checked upstream with `resolve` servers.
+pub struct ResolveUps {
+    /// `identity::upstream_tag`: whose slots of the room are whose.
+    pub tag: u64,
+    pub lists: Vec<*const c_void>,
+    pub locks: Vec<*mut ngx_atomic_t>,
+    /// `peers->config` of its lists.
+    pub config: *const ngx_uint_t,
+    pub upstream: ngx_str_t,
+    pub check: Rc<UpstreamCheck>,
+    /// Its configured peers' (slot, weight), for the fail-open share.
+    pub static_members: Vec<(u32, u32)>,
+}
+
+impl ResolveUps {
+    /// The lists' change counter now.
+    pub fn counter(&self) -> u64 {
+        // SAFETY: `config` points at an ngx_uint_t in the upstream's zone,
+        // written by nginx under a list's write lock; read atomically.
+        unsafe { (*self.config.cast::<AtomicUsize>()).load(Ordering::Acquire) as u64 }
+    }
+
+    fn upstream_bytes(&self) -> &[u8] {
+        // SAFETY: the upstream's name lives in the cycle pool.
+        unsafe { str_bytes(&self.upstream) }
+    }
+}
+
+/// A resolved address with a slot: a target like a configured peer, whose
+/// names and address the view owns.
+pub struct DynTarget {
+    pub target: Target,
+    pub identity: u64,
+    /// Its `peer->sockaddr` (a proxied attempt's `pc->sockaddr`).
+    sockaddr_ptr: usize,
+    // The storage `target.peer`'s names and address point into.
+    _name: Box<[u8]>,
+    _server: Box<[u8]>,
+    _sockaddr: Box<[u8]>,
+}
+
+/// A resolved address that found no room: selected as nginx alone would.
+pub struct Unchecked {
+    pub name: Box<[u8]>,
+    pub server: Box<[u8]>,
+    pub backup: bool,
+    pub weight: u32,
+}
+
+/// What a worker knows of its resolve upstreams' addresses.
+#[derive(Default)]
+pub struct View {
+    /// Per resolve upstream: the change counter the view was built at
+    /// (`u64::MAX`: never).
+    pub seen: Vec<u64>,
+    pub targets: Vec<Vec<DynTarget>>,
+    pub unchecked: Vec<Vec<Unchecked>>,
+    /// `rr peer -> (resolve upstream, position in its targets)`.
+    by_peer: HashMap<usize, (u32, u32)>,
+    /// `peer sockaddr -> slot`.
+    by_addr: HashMap<usize, u32>,
+    /// Bumped on every rebuild that changed something.
+    pub version: u64,
+    /// Per resolve upstream: when this worker last warned of unchecked
+    /// addresses (monotonic ms, 0 = never).
+    last_warn: Vec<u64>,
+}
+
+impl View {
+    pub fn new(n: usize) -> Self {
+        Self {
+            seen: vec![u64::MAX; n],
+            targets: (0..n).map(|_| Vec::new()).collect(),
+            unchecked: (0..n).map(|_| Vec::new()).collect(),
+            last_warn: vec![0; n],
+            ..Self::default()
+        }
+    }
+}
+
+/// How long a freed slot of the room waits before another address gets
+/// it: longer than any round in flight can last.
+pub fn quarantine_ms(checks: &[ResolveUps]) -> u64 {
+    checks
+        .iter()
+        .map(|r| 2 * r.check.conf.timeout_ms)
+        .max()
+        .unwrap_or(0)
+        + 1000
+}
+
+/// One [`warn`](NGX_LOG_WARN) per upstream per minute (worker 0 only).
+const WARN_EVERY_MS: u64 = 60_000;
+
+impl Context {
+    /// Rebuild the view of resolve upstream `i` if nginx changed its peers
+    /// since (or always, with `force`). Returns whether anything changed.
+    /// Never called with a list's write lock held by this process.
+    pub fn refresh(&self, i: usize, force: bool) -> bool {
+        let (Some(zone), Some(r)) = (self.zone.as_ref(), self.resolve.get(i)) else {
+            return false;
+        };
+        let Ok(mut view) = self.view.try_borrow_mut() else {
+            return false;
+        };
+        for _ in 0..4 {
+            let counter = r.counter();
+            if !force && view.seen.get(i) == Some(&counter) {
+                return false;
+            }
+            // SAFETY: the upstream's lists of the running cycle.
+            let peers = unsafe { upstream::resolved_peers(self.group, &r.lists, &r.locks) };
+            if r.counter() != counter {
+                continue;
+            }
+            let conf = &r.check.conf;
+            let mut made: Vec<DynTarget> = peers
+                .into_iter()
+                .map(|p| {
+                    let name = p.name;
+                    let server = p.server;
+                    let sa = p.sockaddr;
+                    let peer = PeerRef {
+                        peer: p.peer,
+                        name: ngx_str_t {
+                            len: name.len(),
+                            data: name.as_ptr().cast_mut(),
+                        },
+                        server: ngx_str_t {
+                            len: server.len(),
+                            data: server.as_ptr().cast_mut(),
+                        },
+                        sockaddr: sa.as_ptr().cast_mut().cast::<sockaddr>(),
+                        socklen: sa.len() as socklen_t,
+                        weight: p.weight,
+                        backup: p.backup,
+                        down: p.down,
+                        list: p.list,
+                    };
+                    let port = if conf.port == 0 {
+                        peer.port()
+                    } else {
+                        conf.port
+                    };
+                    let identity = resolved_identity(
+                        self.group.as_str(),
+                        r.upstream_bytes(),
+                        &server,
+                        &name,
+                        conf.check_type.as_str(),
+                        port,
+                    );
+                    DynTarget {
+                        target: Target {
+                            index: u32::MAX,
+                            upstream: r.upstream,
+                            peer,
+                            check: Rc::clone(&r.check),
+                        },
+                        identity,
+                        sockaddr_ptr: p.sockaddr_ptr as usize,
+                        _name: name,
+                        _server: server,
+                        _sockaddr: sa,
+                    }
+                })
+                .collect();
+            let now = monotonic_ms();
+            let quarantine = self.quarantine_ms;
+            let claimed = zone.locked(|| {
+                // nginx changed the list meanwhile: read it again.
+                if r.counter() != counter {
+                    return None;
+                }
+                let (slots, metas) = zone.room();
+                let keep: HashSet<u64> = made.iter().map(|d| d.identity).collect();
+                let freed = room::sweep(slots, metas, r.tag, &keep, now);
+                let claims: Vec<Claim> = made
+                    .iter()
+                    .map(|d| {
+                        room::claim(
+                            slots,
+                            metas,
+                            r.tag,
+                            d.identity,
+                            conf.default_down,
+                            now,
+                            quarantine,
+                        )
+                    })
+                    .collect();
+                Some((claims, freed.len()))
+            });
+            let Some((claims, freed)) = claimed else {
+                continue;
+            };
+            let start = zone.room_start() as u32;
+            // The old entries of this upstream go; the new ones come.
+            let v = &mut *view;
+            for d in &v.targets[i] {
+                v.by_peer.remove(&(d.target.peer.peer as usize));
+                v.by_addr.remove(&d.sockaddr_ptr);
+            }
+            let mut unchecked = Vec::new();
+            let mut targets = Vec::with_capacity(made.len());
+            let mut fresh = freed > 0;
+            for (mut d, c) in made.drain(..).zip(&claims) {
+                fresh |= matches!(c, Claim::New(_));
+                let Some(pos) = c.position() else {
+                    unchecked.push(Unchecked {
+                        name: d._name,
+                        server: d._server,
+                        backup: d.target.peer.backup,
+                        weight: d.target.peer.weight,
+                    });
+                    continue;
+                };
+                d.target.index = start + pos as u32;
+                view.by_peer.insert(
+                    d.target.peer.peer as usize,
+                    (i as u32, targets.len() as u32),
+                );
+                view.by_addr.insert(d.sockaddr_ptr, d.target.index);
+                targets.push(d);
+            }
+            {
+                let mut members = r.check.members.borrow_mut();
+                members.clear();
+                members.extend_from_slice(&r.static_members);
+                members.extend(
+                    targets
+                        .iter()
+                        .map(|d| (d.target.index, d.target.peer.weight)),
+                );
+                members.sort_unstable();
+                members.dedup_by_key(|m| m.0);
+            }
+            if !unchecked.is_empty() {
+                self.warn_unchecked(&mut view, i, r, unchecked.len(), now);
+            }
+            view.targets[i] = targets;
+            view.unchecked[i] = unchecked;
+            view.seen[i] = counter;
+            view.version += 1;
+            if fresh {
+                // New slots start at default_down: stock mode applies it.
+                zone.header().note_change();
+            }
+            return true;
+        }
+        false
+    }
+
+    fn warn_unchecked(&self, view: &mut View, i: usize, r: &ResolveUps, n: usize, now: u64) {
+        // SAFETY: set by nginx before module code runs in a worker.
+        if unsafe { ngx::ffi::ngx_worker } != 0 {
+            return;
+        }
+        let last = view.last_warn[i];
+        if last != 0 && now.saturating_sub(last) < WARN_EVERY_MS {
+            return;
+        }
+        view.last_warn[i] = now.max(1);
+        ffi::log(
+            NGX_LOG_WARN,
+            ngx_cycle_log(),
+            format_args!(
+                "upstream \"{}\": {n} resolved address{} found no room in the {} health check \
+                 zone and {} selected unchecked (raise check_shm_size)",
+                String::from_utf8_lossy(r.upstream_bytes()),
+                if n == 1 { "" } else { "es" },
+                self.group.as_str(),
+                if n == 1 { "is" } else { "are" },
+            ),
+        );
+    }
+
+    /// Rebuild every resolve upstream's view that needs it.
+    pub fn refresh_all(&self, force: bool) {
+        for i in 0..self.resolve.len() {
+            self.refresh(i, force);
+        }
+    }
+
+    /// Whether selection must skip `peer`, a peer of resolve upstream `i`
+    /// that is not a configured one. Called by the balancers with the
+    /// list locked (so the view is not rebuilt here: the request's
+    /// `peer.init` did that, `selection`): a peer the view knows, at the
+    /// same address and with its slot still its own, is as its slot says;
+    /// one the view does not know is new since (it starts at
+    /// `default_down`) or, when the view is current, has no slot (never
+    /// skipped).
+    pub fn resolved_down(&self, i: usize, peer: usize) -> bool {
+        let (Some(zone), Some(r)) = (self.zone.as_ref(), self.resolve.get(i)) else {
+            return false;
+        };
+        let Ok(view) = self.view.try_borrow() else {
+            return false;
+        };
+        let known = view
+            .by_peer
+            .get(&peer)
+            .and_then(|&(u, k)| view.targets.get(u as usize)?.get(k as usize))
+            .filter(|d| {
+                // SAFETY: the balancer holds the peer's list locked; the
+                // peer is live.
+                let now = unsafe { upstream::peer_sockaddr(self.group, peer as *const c_void) };
+                now == &*d._sockaddr
+            });
+        if let Some(d) = known {
+            return zone
+                .slot(d.target.index as usize)
+                .filter(|s| s.identity.load(Ordering::Acquire) == d.identity)
+                .map_or(
+                    r.check.conf.default_down,
+                    healthcheck_core::zone::Slot::vetoed,
+                );
+        }
+        view.seen.get(i) != Some(&r.counter()) && r.check.conf.default_down
+    }
+
+    /// Bring the view of the upstream whose srv conf is `srv` up to date
+    /// (before a selection: no list is locked).
+    pub fn refresh_srv(&self, srv: usize) {
+        if let Some(r) = self.resolve_index(srv) {
+            self.refresh(r, false);
+        }
+    }
+
+    /// The slot of the resolved peer whose `sockaddr` field is `sockaddr`,
+    /// in resolve upstream `i`, if the view is current.
+    pub fn resolved_by_addr(&self, i: usize, sockaddr: usize) -> Option<u32> {
+        let r = self.resolve.get(i)?;
+        let view = self.view.try_borrow().ok()?;
+        if view.seen.get(i) != Some(&r.counter()) {
+            return None;
+        }
+        view.by_addr.get(&sockaddr).copied()
+    }
+
+    /// Stock mode, under the write lock of list `list` of resolve upstream
+    /// `i`: set the module's bit of each resolved peer's `down` there as
+    /// its slot says. False (nothing written) when the view is not current.
+    ///
+    /// # Safety
+    /// The caller holds that list's write lock.
+    pub unsafe fn apply_resolved(&self, i: usize, list: u32, down_bit: ngx_uint_t) -> bool {
+        let (Some(zone), Some(r)) = (self.zone.as_ref(), self.resolve.get(i)) else {
+            return true;
+        };
+        let Ok(view) = self.view.try_borrow() else {
+            return false;
+        };
+        if view.seen.get(i) != Some(&r.counter()) {
+            return false;
+        }
+        for d in view.targets[i]
+            .iter()
+            .filter(|d| d.target.peer.list == list)
+        {
+            let veto = ngx_uint_t::from(
+                zone.slot(d.target.index as usize)
+                    .is_some_and(healthcheck_core::zone::Slot::vetoed),
+            );
+            let down = d.target.peer.down;
+            // SAFETY: a peer of the list as it is now (the counter did not
+            // move), written under its write lock (the caller's).
+            unsafe {
+                let want = (*down & !down_bit) | (veto * down_bit);
+                if *down != want {
+                    *down = want;
+                }
+            }
+        }
+        true
+    }
+
+    /// Every target of the context: the configured peers', then the
+    /// resolved addresses' (views brought up to date first).
+    pub fn each_target(&self, mut f: impl FnMut(&Target)) {
+        self.refresh_all(false);
+        for t in &self.targets {
+            f(t);
+        }
+        if let Ok(view) = self.view.try_borrow() {
+            for d in view.targets.iter().flatten() {
+                f(&d.target);
+            }
+        }
+    }
+
+    /// The resolved addresses without a slot, with their upstream's check.
+    pub fn each_unchecked(&self, mut f: impl FnMut(&ResolveUps, &Unchecked)) {
+        if let Ok(view) = self.view.try_borrow() {
+            for (r, list) in self.resolve.iter().zip(&view.unchecked) {
+                for u in list {
+                    f(r, u);
+                }
+            }
+        }
+    }
+}
+
+/// The running cycle's log.
+fn ngx_cycle_log() -> *mut ngx::ffi::ngx_log_t {
+    // SAFETY: `ngx_cycle` is valid in a worker.
+    unsafe {
+        (*core::ptr::addr_of!(ngx::ffi::ngx_cycle))
+            .as_ref()
+            .map_or(core::ptr::null_mut(), |c| c.log)
+    }
+}
+
+/// The view type as `Context` holds it.
+pub type ViewCell = RefCell<View>;
