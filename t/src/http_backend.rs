@@ -1,5 +1,6 @@
-//! A scripted HTTP backend on `127.0.0.1:<kernel-chosen port>`: each test
-//! says what it answers ([`Reply`]), and reads back what it received (every
+//! A scripted HTTP backend on `127.0.0.1:<kernel-chosen port>` (or an
+//! address the test picks, [`HttpBackend::start_at`]): each test says what
+//! it answers ([`Reply`]), and reads back what it received (every
 //! request's bytes, connections, requests per connection).
 //!
 //! One thread accepts; each connection gets its own thread, which reads a
@@ -143,8 +144,15 @@ pub struct HttpBackend {
 impl HttpBackend {
     /// A backend answering `reply` to every request.
     pub fn start(reply: Reply) -> HttpBackend {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind an HTTP backend");
-        let addr = listener.local_addr().expect("local address");
+        HttpBackend::start_at(SocketAddr::from(([127, 0, 0, 1], 0)), reply)
+            .expect("bind an HTTP backend")
+    }
+
+    /// A backend on `addr` (any loopback address; port 0 for the kernel's
+    /// choice) answering `reply` to every request; `Err` if it cannot bind.
+    pub fn start_at(addr: SocketAddr, reply: Reply) -> io::Result<HttpBackend> {
+        let listener = TcpListener::bind(addr)?;
+        let addr = listener.local_addr()?;
         let shared = Arc::new(Shared {
             reply: Mutex::new(reply),
             requests: Mutex::new(Vec::new()),
@@ -155,11 +163,11 @@ impl HttpBackend {
         });
         let s = Arc::clone(&shared);
         let accept = thread::spawn(move || accept_loop(&listener, &s));
-        HttpBackend {
+        Ok(HttpBackend {
             addr,
             shared,
             accept: Some(accept),
-        }
+        })
     }
 
     /// The port it listens on.
@@ -167,7 +175,7 @@ impl HttpBackend {
         self.addr.port()
     }
 
-    /// `127.0.0.1:PORT`.
+    /// `IP:PORT` (`127.0.0.1:PORT` unless started with [`HttpBackend::start_at`]).
     pub fn addr(&self) -> String {
         self.addr.to_string()
     }

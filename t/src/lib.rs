@@ -50,6 +50,7 @@
 pub mod backend;
 pub mod client;
 pub mod conf;
+pub mod dns;
 pub mod http_backend;
 pub mod nginx;
 pub mod page;

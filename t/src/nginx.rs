@@ -639,3 +639,44 @@ fn tail(text: &str, n: usize) -> String {
 pub fn nginx_t(body: &str) -> (i32, String) {
     Builder::default().test_config(body)
 }
+
+/// The version `bin -v` reports (`nginx version: nginx/1.28.3` ->
+/// `(1, 28, 3)`); panics if the binary does not run or says something else.
+pub fn nginx_version(bin: &Path) -> (u32, u32, u32) {
+    let out = Command::new(bin)
+        .arg("-v")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("run {} -v: {e}", bin.display()));
+    let mut text = String::from_utf8_lossy(&out.stderr).into_owned();
+    text.push_str(&String::from_utf8_lossy(&out.stdout));
+    parse_version(&text).unwrap_or_else(|| panic!("{} -v: no version in {text:?}", bin.display()))
+}
+
+/// The `X.Y.Z` after `nginx/` in `nginx -v` output.
+fn parse_version(text: &str) -> Option<(u32, u32, u32)> {
+    let v = text.split("nginx/").nth(1)?;
+    let v = v.split(|c: char| c.is_whitespace() || c == '(').next()?;
+    let mut parts = v.split('.').map(|p| p.parse::<u32>().ok());
+    let version = (parts.next()??, parts.next()??, parts.next()??);
+    parts.next().is_none().then_some(version)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_version;
+
+    #[test]
+    fn parses_nginx_v() {
+        assert_eq!(
+            parse_version("nginx version: nginx/1.28.3\n"),
+            Some((1, 28, 3))
+        );
+        assert_eq!(
+            parse_version("nginx version: nginx/1.22.1 (Debian)\n"),
+            Some((1, 22, 1))
+        );
+        assert_eq!(parse_version("nginx version: nginx/1.30"), None);
+        assert_eq!(parse_version("openresty/1.2.3"), None);
+    }
+}
