@@ -320,7 +320,14 @@ macro_rules! copy_resolved {
             }
             let mut p = g.peer;
             while let Some(peer) = p.as_ref() {
-                if !peer.host.is_null() && peer.down as u64 & !DRAINING == 0 {
+                // Down in the configuration: its template is (the peer's
+                // own `down` also has stock mode's bit).
+                let configured_down = peer
+                    .host
+                    .as_ref()
+                    .and_then(|h| h.peer.as_ref())
+                    .map_or(0, |t| t.down as u64 & !DRAINING);
+                if !peer.host.is_null() && configured_down == 0 {
                     let sa = core::slice::from_raw_parts(
                         peer.sockaddr.cast::<u8>(),
                         peer.socklen as usize,

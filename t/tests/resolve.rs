@@ -340,6 +340,24 @@ fn a_dead_address_goes_down_and_gets_no_traffic() {
         "refused",
         "{s}"
     );
+    // It stays listed, down and checked, past the workers' periodic
+    // rebuild of their views (5 s; in stock mode nginx's own `down` flag of
+    // the peer is set then, which must not read as "down in the
+    // configuration").
+    let checks = s.checks(Kind::Http, "web", &site.name(2));
+    assert_holds(
+        Duration::from_secs(6),
+        "the dead address listed down",
+        || {
+            status_json(port).is_ok_and(|s| {
+                s.is_down(Kind::Http, "web", &site.name(2))
+                    && s.is_up(Kind::Http, "web", &site.name(1))
+            })
+        },
+    );
+    let s = status_json(port).unwrap();
+    assert!(s.checks(Kind::Http, "web", &site.name(2)) > checks, "{s}");
+    assert_all_served_by(port, 10, &site.name(1));
 }
 
 /// The name moves to a new address: the old rows go, the new one appears,

@@ -1680,3 +1680,34 @@ fn prom_server_label_only_when_not_the_address() {
         }
     }
 }
+
+/// A resolved address without a slot: status `unchecked` in JSON, CSV and
+/// HTML, counted with the up peers, and no series on the Prometheus page.
+#[test]
+fn unchecked_rows_say_so_and_have_no_series() {
+    let rows = vec![
+        row(Group::Http, 0, b"web", b"127.0.0.1:8081", true),
+        PeerRow {
+            unchecked: true,
+            server: b"backend.test:8080",
+            ..row(Group::Http, 1, b"web", b"127.0.0.9:8080", true)
+        },
+    ];
+    let text = |format| {
+        let mut out = Vec::new();
+        render(format, None, &META, &rows, &mut out);
+        String::from_utf8(out).unwrap()
+    };
+    let json: serde_json::Value = serde_json::from_str(&text(Format::Json)).unwrap();
+    assert_eq!(json["servers"]["http"][1]["status"], "unchecked");
+    assert_eq!(json["servers"]["http"][1]["server"], "backend.test:8080");
+    assert_eq!(json["servers"]["http"][0]["status"], "up");
+    assert_eq!(json["servers"]["up"], 2, "counted with the up peers");
+    let csv = text(Format::Csv);
+    let line = csv.lines().find(|l| l.contains("127.0.0.9:8080")).unwrap();
+    assert!(line.contains(",unchecked,"), "{line}");
+    assert!(text(Format::Html).contains("<td class=\"s\">unchecked"));
+    let prom = text(Format::Prometheus);
+    assert!(prom.contains("name=\"127.0.0.1:8081\""));
+    assert!(!prom.contains("127.0.0.9"), "{prom}");
+}
