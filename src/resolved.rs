@@ -254,8 +254,7 @@ impl Context {
                 view.by_addr.insert(d.sockaddr_ptr, d.target.index);
                 targets.push(d);
             }
-            {
-                let mut members = r.check.members.borrow_mut();
+            if let Ok(mut members) = r.check.members.try_borrow_mut() {
                 members.clear();
                 members.extend_from_slice(&r.static_members);
                 members.extend(

@@ -197,6 +197,35 @@ impl Snapshot {
     }
 }
 
+/// Calls `$m!` with the slot fields that make up a peer's state and
+/// statistics (what a reload carries over; not identity, lease, schedule
+/// or the passive count), arrays aside.
+macro_rules! state_fields {
+    ($m:ident) => {
+        $m!(
+            up,
+            rise,
+            fall,
+            checks,
+            fails_total,
+            last_delay,
+            min_delay,
+            max_delay,
+            last_reason,
+            delay_sum,
+            delay_count,
+            last_change,
+            down_since,
+            duration_sum,
+            last_duration,
+            http_status,
+            admin,
+            fail_open,
+            tls_resumed
+        )
+    };
+}
+
 /// Tries of [`Slot::snapshot`] before it takes a possibly torn copy.
 const READ_TRIES: usize = 64;
 
@@ -215,32 +244,8 @@ impl Slot {
         macro_rules! zero {
             ($($f:ident),*) => { $( self.$f.store(0, r); )* };
         }
-        zero!(
-            identity,
-            up,
-            rise,
-            fall,
-            lease,
-            next_due,
-            last_start,
-            checks,
-            fails_total,
-            last_delay,
-            min_delay,
-            max_delay,
-            last_reason,
-            delay_sum,
-            delay_count,
-            last_change,
-            down_since,
-            duration_sum,
-            last_duration,
-            http_status,
-            admin,
-            passive,
-            fail_open,
-            tls_resumed
-        );
+        zero!(identity, lease, next_due, last_start, passive);
+        state_fields!(zero);
         for a in &self.failures {
             a.store(0, r);
         }
@@ -502,27 +507,7 @@ impl Slot {
                 $( self.$f.store(from.$f.load(Ordering::Relaxed), Ordering::Relaxed); )*
             };
         }
-        copy!(
-            up,
-            rise,
-            fall,
-            checks,
-            fails_total,
-            last_delay,
-            min_delay,
-            max_delay,
-            last_reason,
-            delay_sum,
-            delay_count,
-            last_change,
-            down_since,
-            duration_sum,
-            last_duration,
-            http_status,
-            admin,
-            fail_open,
-            tls_resumed
-        );
+        state_fields!(copy);
         for (a, b) in from.failures.iter().zip(&self.failures) {
             b.store(a.load(Ordering::Relaxed), Ordering::Relaxed);
         }

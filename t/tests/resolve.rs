@@ -160,21 +160,13 @@ fn web(site: &Site, check: &str) -> String {
 /// `http {}` with `resolver`, `upstreams`, `/` proxied to `web` (with
 /// `X-Upstream: $upstream_addr`) and the JSON status page, on `port`.
 fn http_body(dns: &Dns, port: u16, upstreams: &str) -> String {
-    format!(
-        "http {{
-    access_log off;
-    {}
-{upstreams}
-    server {{
-        listen 127.0.0.1:{port};
-        location / {{
+    healthcheck_t::conf::http_conf_with(
+        port,
+        &format!("    {}\n{upstreams}", resolver(dns)),
+        "        location / {
             proxy_pass http://web;
             add_header X-Upstream $upstream_addr always;
-        }}
-        location /status {{ healthcheck_status json; }}
-    }}
-}}",
-        resolver(dns)
+        }",
     )
 }
 
