@@ -88,8 +88,8 @@ pub struct View {
     pub unchecked: Vec<Vec<Unchecked>>,
     /// `rr peer -> (resolve upstream, position in its targets)`.
     by_peer: HashMap<usize, (u32, u32)>,
-    /// `peer sockaddr -> slot`.
-    by_addr: HashMap<usize, u32>,
+    /// `peer sockaddr -> (resolve upstream, slot)`.
+    by_addr: HashMap<usize, (u32, u32)>,
     /// Bumped on every rebuild that changed something.
     pub version: u64,
     /// Per resolve upstream: when this worker last warned of unchecked
@@ -206,20 +206,16 @@ impl Context {
                 let (slots, metas) = zone.room();
                 let keep: HashSet<u64> = made.iter().map(|d| d.identity).collect();
                 let freed = room::sweep(slots, metas, r.tag, &keep, now);
-                let claims: Vec<Claim> = made
-                    .iter()
-                    .map(|d| {
-                        room::claim(
-                            slots,
-                            metas,
-                            r.tag,
-                            d.identity,
-                            conf.default_down,
-                            now,
-                            quarantine,
-                        )
-                    })
-                    .collect();
+                let ids: Vec<u64> = made.iter().map(|d| d.identity).collect();
+                let claims = room::claim_all(
+                    slots,
+                    metas,
+                    r.tag,
+                    &ids,
+                    conf.default_down,
+                    now,
+                    quarantine,
+                );
                 Some((claims, freed.len()))
             });
             let Some((claims, freed)) = claimed else {
@@ -227,10 +223,18 @@ impl Context {
             };
             let start = zone.room_start() as u32;
             // The old entries of this upstream go; the new ones come.
+            // (Only this upstream's: nginx may have given a freed peer's
+            // memory to another upstream of its zone, whose entry stays.)
             let v = &mut *view;
+            let mine = i as u32;
             for d in &v.targets[i] {
-                v.by_peer.remove(&(d.target.peer.peer as usize));
-                v.by_addr.remove(&d.sockaddr_ptr);
+                let peer = d.target.peer.peer as usize;
+                if v.by_peer.get(&peer).is_some_and(|e| e.0 == mine) {
+                    v.by_peer.remove(&peer);
+                }
+                if v.by_addr.get(&d.sockaddr_ptr).is_some_and(|e| e.0 == mine) {
+                    v.by_addr.remove(&d.sockaddr_ptr);
+                }
             }
             let mut unchecked = Vec::new();
             let mut targets = Vec::with_capacity(made.len());
@@ -251,7 +255,8 @@ impl Context {
                     d.target.peer.peer as usize,
                     (i as u32, targets.len() as u32),
                 );
-                view.by_addr.insert(d.sockaddr_ptr, d.target.index);
+                view.by_addr
+                    .insert(d.sockaddr_ptr, (i as u32, d.target.index));
                 targets.push(d);
             }
             if let Ok(mut members) = r.check.members.try_borrow_mut() {
@@ -268,6 +273,9 @@ impl Context {
             if !unchecked.is_empty() {
                 self.warn_unchecked(&mut view, i, r, unchecked.len(), now);
             }
+            // Peers joined or left: the upstream's up share moved, and new
+            // slots must carry its fail-open flag.
+            crate::worker::update_fail_open(zone, &r.check, ngx_cycle_log());
             view.targets[i] = targets;
             view.unchecked[i] = unchecked;
             view.seen[i] = counter;
@@ -330,6 +338,7 @@ impl Context {
         let known = view
             .by_peer
             .get(&peer)
+            .filter(|e| e.0 as usize == i)
             .and_then(|&(u, k)| view.targets.get(u as usize)?.get(k as usize))
             .filter(|d| {
                 // SAFETY: the balancer holds the peer's list locked; the
@@ -365,7 +374,10 @@ impl Context {
         if view.seen.get(i) != Some(&r.counter()) {
             return None;
         }
-        view.by_addr.get(&sockaddr).copied()
+        view.by_addr
+            .get(&sockaddr)
+            .filter(|e| e.0 as usize == i)
+            .map(|e| e.1)
     }
 
     /// Stock mode, under the write lock of list `list` of resolve upstream

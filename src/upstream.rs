@@ -172,7 +172,7 @@ macro_rules! templates {
 const DRAINING: u64 = 8;
 
 macro_rules! walk {
-    ($umcf:expr, $uscf_t:ty, $peers_t:ty, $module:expr) => {{
+    ($umcf:expr, $uscf_t:ty, $peers_t:ty, $server_t:ty, $stock:expr, $module:expr) => {{
         let mut out = Vec::new();
         let upstreams: &ngx_array_t = &(*$umcf).upstreams;
         let list =
@@ -213,9 +213,23 @@ macro_rules! walk {
                 if !lock.is_null() {
                     ngx::ffi::ngx_rwlock_rlock(lock);
                 }
+                // The server lines, for whether a peer is down in the
+                // configuration: in stock mode a zone's peer may still
+                // carry the bit an earlier worker set (one that died).
+                let servers: &[$server_t] = match uscf.servers.as_ref() {
+                    Some(a) if $stock && !g.shpool.is_null() && !a.elts.is_null() => {
+                        core::slice::from_raw_parts(a.elts as *const $server_t, a.nelts)
+                    }
+                    _ => &[],
+                };
                 let mut p = g.peer;
                 while let Some(peer) = p.as_mut() {
-                    if peer.down as u64 & !DRAINING == 0 && !resolved!(peer) {
+                    let configured_down = peer.down as u64 & !DRAINING != 0
+                        && servers
+                            .iter()
+                            .find(|s| str_bytes(&s.name) == str_bytes(&peer.server))
+                            .map_or(true, |s| s.down != 0);
+                    if !configured_down && !resolved!(peer) {
                         peers.push(PeerRef {
                             peer: p as *const c_void,
                             name: peer.name,
@@ -266,6 +280,8 @@ pub unsafe fn http_upstreams(
             umcf,
             ngx::ffi::ngx_http_upstream_srv_conf_t,
             ngx::ffi::ngx_http_upstream_rr_peers_t,
+            ngx::ffi::ngx_http_upstream_server_t,
+            crate::selection::stock(healthcheck_core::status::Group::Http),
             module
         )
     }
@@ -285,6 +301,8 @@ pub unsafe fn stream_upstreams(
             umcf,
             ngx::ffi::ngx_stream_upstream_srv_conf_t,
             ngx::ffi::ngx_stream_upstream_rr_peers_t,
+            ngx::ffi::ngx_stream_upstream_server_t,
+            crate::selection::stock(healthcheck_core::status::Group::Stream),
             module
         )
     }

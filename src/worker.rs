@@ -182,6 +182,20 @@ pub fn update_fail_open(zone: &Zone, check: &UpstreamCheck, log: *mut ngx_log_t)
         let want = u32::from(check.fail_open.applies(up, total));
         let now = first.fail_open.load(Acquire);
         if now == want {
+            // Members that joined since (resolved addresses) carry it too.
+            let mut moved = false;
+            for &(i, _) in &members[1..] {
+                if let Some(s) = zone
+                    .slot(i as usize)
+                    .filter(|s| s.fail_open.load(Relaxed) != want)
+                {
+                    s.fail_open.store(want, Relaxed);
+                    moved = true;
+                }
+            }
+            if moved {
+                zone.header().note_change();
+            }
             return;
         }
         if first

@@ -68,6 +68,50 @@ pub fn claim(
     Claim::New(i)
 }
 
+/// [`claim`] for each of `identities` in one pass over the room (a
+/// rebuild claims all of an upstream's addresses at once).
+pub fn claim_all(
+    slots: &[Slot],
+    metas: &[DynMeta],
+    tag: u64,
+    identities: &[u64],
+    default_down: bool,
+    now_ms: u64,
+    quarantine_ms: u64,
+) -> Vec<Claim> {
+    let n = slots.len().min(metas.len());
+    let mut held: HashMap<u64, usize> = HashMap::new();
+    let mut free = Vec::new();
+    for i in 0..n {
+        let t = metas[i].tag.load(Acquire);
+        if t == tag {
+            held.entry(slots[i].identity.load(Relaxed)).or_insert(i);
+        } else if t == 0 {
+            let freed = metas[i].freed_at.load(Relaxed);
+            if freed == 0 || now_ms.saturating_sub(freed) >= quarantine_ms {
+                free.push(i);
+            }
+        }
+    }
+    let mut free = free.into_iter();
+    identities
+        .iter()
+        .map(|&id| {
+            if let Some(&i) = held.get(&id) {
+                return Claim::Found(i);
+            }
+            let Some(i) = free.next() else {
+                return Claim::Full;
+            };
+            slots[i].reset();
+            slots[i].init_new(id, default_down);
+            metas[i].tag.store(tag, Release);
+            held.insert(id, i);
+            Claim::New(i)
+        })
+        .collect()
+}
+
 /// Free every slot upstream `tag` holds for an address not in `keep`;
 /// returns their positions. Caller holds the zone's lock.
 pub fn sweep(
@@ -193,6 +237,26 @@ mod tests {
         assert_eq!(claim(&ns, &nm, 1, 11, false, 0, 0), Claim::Found(1));
         assert_eq!(ns[1].checks.load(Relaxed), 4);
         assert_eq!(claim(&ns, &nm, 2, 20, false, 0, 0), Claim::New(2));
+    }
+
+    #[test]
+    fn claim_all_is_claim_for_each() {
+        let (a, am) = room(4);
+        let (b, bm) = room(4);
+        claim(&a, &am, 1, 10, false, 0, 0);
+        claim_all(&b, &bm, 1, &[10], false, 0, 0);
+        let ids = [11, 10, 12, 11, 13, 14];
+        let one: Vec<Claim> = ids
+            .iter()
+            .map(|&id| claim(&a, &am, 1, id, true, 5, 0))
+            .collect();
+        assert_eq!(claim_all(&b, &bm, 1, &ids, true, 5, 0), one);
+        assert_eq!(
+            one[3],
+            Claim::Found(1),
+            "a repeated address shares its slot"
+        );
+        assert_eq!(one[5], Claim::Full);
     }
 
     proptest! {

@@ -365,11 +365,12 @@ impl Probe {
         (self as *mut Probe).cast()
     }
 
-    /// The peer's slot, while it is still this peer's.
+    /// The peer's slot, while it is still this peer's (a freed slot has
+    /// identity 0: no probe's).
     fn slot(&self) -> Option<&Slot> {
-        self.zone
-            .slot(self.peer.index as usize)
-            .filter(|s| s.identity.load(Ordering::Acquire) == self.peer.identity)
+        self.zone.slot(self.peer.index as usize).filter(|s| {
+            self.peer.identity != 0 && s.identity.load(Ordering::Acquire) == self.peer.identity
+        })
     }
 
     /// `check_keepalive_requests` when `reuse=on`.
@@ -558,7 +559,13 @@ impl Watch {
             }
         }
         for (k, t) in want {
-            if !self.probes.contains_key(&k) {
+            // The view may be older than the slot: the slot must still be
+            // this address's (else the next rebuild sorts it out).
+            let current = self
+                .zone
+                .slot(k.0 as usize)
+                .is_some_and(|s| s.identity.load(Ordering::Acquire) == k.1);
+            if current && !self.probes.contains_key(&k) {
                 let p = spawn(t, self.proto, self.zone, self.slot, self.log, self.conn_log);
                 self.probes.insert(k, p);
             }
@@ -574,10 +581,10 @@ unsafe extern "C" fn ngx_healthcheck_watch_handler(ev: *mut ngx_event_t) {
     let Some(w) = (unsafe { w.as_mut() }) else {
         return;
     };
+    if exiting() {
+        return;
+    }
     guard(log, "resolved peers", (), || {
-        if exiting() {
-            return;
-        }
         w.ticks = w.ticks.wrapping_add(1);
         let force = w.ticks % WATCH_FORCE == 0;
         crate::process::with(|worker| {
@@ -585,9 +592,10 @@ unsafe extern "C" fn ngx_healthcheck_watch_handler(ev: *mut ngx_event_t) {
             ctx.refresh_all(force);
             w.reconcile(ctx);
         });
-        // SAFETY: the watch's own timer.
-        unsafe { ngx_add_timer(&mut w.ev, WATCH_MS as ngx::ffi::ngx_msec_t) };
     });
+    // Outside the guard: a bug in one look must not end the watching.
+    // SAFETY: the watch's own timer.
+    unsafe { ngx_add_timer(&mut w.ev, WATCH_MS as ngx::ffi::ngx_msec_t) };
 }
 
 impl Prober {

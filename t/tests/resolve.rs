@@ -686,3 +686,44 @@ fn addresses_beyond_the_room_are_listed_unchecked_with_one_warning() {
     let later = status_json(port).unwrap();
     assert_eq!(counts(&later), (32, 8), "{later}");
 }
+
+/// `check_fail_open` follows the addresses nginx has: with one address up
+/// (its check port answers) and one down (only its traffic port does), the
+/// upstream does not fail open; when DNS drops the up one, the remaining
+/// down address is the upstream's only peer, the upstream fails open and
+/// the address serves.
+#[test]
+fn fail_open_follows_the_addresses_nginx_has() {
+    if !supported() {
+        return;
+    }
+    let (site, _backends) = site(&[1, 2]);
+    // The check port: listening on host 1 only.
+    let check = (0..20)
+        .find_map(|_| {
+            let l = TcpListener::bind((site.ip(1), 0)).ok()?;
+            let port = l.local_addr().ok()?.port();
+            Some((l, port))
+        })
+        .expect("a check port on host 1");
+    let line = format!("{CHECK} port={}; check_fail_open on", check.1);
+    let (mut dns, ng, port) = start(&site, &[1, 2], &line);
+    poll_status_json(port, WAIT, "host 1 up, host 2 down", |s| {
+        s.is_up(Kind::Http, "web", &site.name(1)) && s.is_down(Kind::Http, "web", &site.name(2))
+    });
+    assert_all_served_by(port, 10, &site.name(1));
+    dns.set(NAME, &site.ips(&[2]));
+    let s = poll_status_json(port, WAIT, "host 2 alone, failing open", |s| {
+        row_names(s, Kind::Http, "web") == site.names(&[2])
+            && s.0["upstreams"].as_array().is_some_and(|u| {
+                u.iter()
+                    .any(|u| u["name"] == "web" && u["fail_open"] == true)
+            })
+    });
+    assert!(s.is_down(Kind::Http, "web", &site.name(2)), "{s}");
+    wait_until(WAIT, "the down address serves while failing open", || {
+        get(port).body == site.name(2)
+    });
+    assert_all_served_by(port, 10, &site.name(2));
+    assert!(ng.log().contains("fails open"), "{}", ng.log());
+}

@@ -130,3 +130,63 @@ fn configured_down_server_stays_down() {
     }
     ng.check_log();
 }
+
+/// A worker that dies is respawned into a `zone` upstream whose peers
+/// still carry the `down` flag stock mode set for a dead server: the new
+/// worker counts that server as checked (not "down in the configuration"),
+/// checks every peer, and the configured `down` server stays out.
+#[test]
+fn a_respawned_worker_keeps_checking_peers_stock_mode_marked_down() {
+    let peers = Peers::start(3, Role::Http);
+    let names = peers.names();
+    let port = healthcheck_t::free_port();
+    let ups = format!(
+        "upstream z {{ zone z 64k; server {}; server {}; server {} down;
+             check type=tcp interval=100 rise=1 fall=1 port={}; }}\n",
+        names[0], names[1], names[2], peers.check_port
+    );
+    let ng = Builder::default().binary(stock_bin()).workers(1).start(
+        &healthcheck_t::conf::http_conf_with(port, &ups, "location / { proxy_pass http://z; }"),
+    );
+    peers.checks[1].refuse();
+    let dead = Row::new(Kind::Http, "z", &names[1]);
+    let live = Row::new(Kind::Http, "z", &names[0]);
+    poll_status_json(port, LONG, "the refused peer down", |s| {
+        dead.status(s) == Some("down") && live.status(s) == Some("up")
+    });
+    // A request applies the state to the zone's peers: the dead one's
+    // `down` now has stock mode's bit.
+    for _ in 0..5 {
+        let r = http_get(port, "/").expect("request");
+        assert_eq!((r.status, r.text()), (200, names[0].clone()));
+    }
+    let before = ng.workers();
+    assert_eq!(before.len(), 1);
+    ng.allow_log("exited on signal 9");
+    healthcheck_t::process::signal(before[0], libc::SIGKILL).expect("kill the worker");
+    healthcheck_t::wait_until(LONG, "worker respawned", || {
+        let now = ng.workers();
+        now.len() == 1 && now != before
+    });
+    let s = poll_status_json(port, LONG, "both checked peers listed and checked", |s| {
+        dead.status(s) == Some("down") && live.status(s) == Some("up")
+    });
+    let checks = dead.int(&s, "checks");
+    poll_status_json(port, LONG, "the dead peer still checked", |s| {
+        dead.int(s, "checks") >= checks + 3
+    });
+    for _ in 0..10 {
+        let r = http_get(port, "/").expect("request");
+        assert_eq!((r.status, r.text()), (200, names[0].clone()));
+    }
+    let log = ng.log();
+    assert!(
+        !log.contains("slots for"),
+        "the new worker checks nothing:\n{log}"
+    );
+    assert_eq!(
+        peers.traffic[2].stats().accepted(),
+        0,
+        "the configured down server got traffic"
+    );
+}
