@@ -232,6 +232,8 @@ struct Peer {
     /// The slot's identity when the probe was made: a slot of the room for
     /// resolved addresses that another address took is not this probe's.
     identity: u64,
+    /// A resolved address's probe (its slot is in the room).
+    resolved: bool,
     /// This worker owns the peer's rounds.
     owner: bool,
     /// This worker's slot.
@@ -328,6 +330,7 @@ impl Probe {
                 proto,
                 index: t.index,
                 identity,
+                resolved: t.index as usize >= zone.room_start(),
                 owner,
                 worker,
             },
@@ -502,11 +505,23 @@ fn halt(p: NonNull<Probe>) {
 }
 
 /// How often a worker looks whether nginx changed its resolved peers
-/// (one atomic load per resolve upstream), ms.
-const WATCH_MS: u64 = 200;
-/// Every this many looks the views are rebuilt even without a change
-/// (slots an interrupted rebuild left are freed then).
-const WATCH_FORCE: u32 = 25;
+/// (one atomic load per resolve upstream), ms: a quarter of the shortest
+/// interval of those upstreams, within these bounds. With a new address's
+/// first round in the first half of its interval, it is checked within
+/// one interval of nginx adding it.
+const WATCH_MS: (u64, u64) = (20, 200);
+
+fn watch_ms(ctx: &Context) -> u64 {
+    ctx.resolve
+        .iter()
+        .map(|r| r.check.conf.shortest_interval_ms() / 4)
+        .min()
+        .unwrap_or(WATCH_MS.1)
+        .clamp(WATCH_MS.0, WATCH_MS.1)
+}
+/// The views are rebuilt this often even without a change (slots an
+/// interrupted rebuild left are freed then), ms.
+const WATCH_FORCE_MS: u64 = 5000;
 
 /// The probes of a context's resolved addresses, kept in step with the
 /// worker's view of them from a timer. nginx holds a pointer to it (its
@@ -526,6 +541,8 @@ struct Watch {
     /// The view's version the probes were last matched with.
     version: u64,
     ticks: u32,
+    /// [`watch_ms`].
+    period: u64,
 }
 
 impl Watch {
@@ -586,7 +603,8 @@ unsafe extern "C" fn ngx_healthcheck_watch_handler(ev: *mut ngx_event_t) {
     }
     guard(log, "resolved peers", (), || {
         w.ticks = w.ticks.wrapping_add(1);
-        let force = w.ticks % WATCH_FORCE == 0;
+        // About every 5 s.
+        let force = u64::from(w.ticks) % (WATCH_FORCE_MS / w.period.max(1)).max(1) == 0;
         crate::process::with(|worker| {
             let ctx = worker.context(w.proto);
             ctx.refresh_all(force);
@@ -595,7 +613,7 @@ unsafe extern "C" fn ngx_healthcheck_watch_handler(ev: *mut ngx_event_t) {
     });
     // Outside the guard: a bug in one look must not end the watching.
     // SAFETY: the watch's own timer.
-    unsafe { ngx_add_timer(&mut w.ev, WATCH_MS as ngx::ffi::ngx_msec_t) };
+    unsafe { ngx_add_timer(&mut w.ev, w.period as ngx::ffi::ngx_msec_t) };
 }
 
 impl Prober {
@@ -635,6 +653,7 @@ impl Prober {
                 probes: std::collections::HashMap::new(),
                 version: u64::MAX,
                 ticks: 0,
+                period: watch_ms(ctx),
             });
             // The addresses nginx has now (after a reload: at once).
             ctx.refresh_all(true);
@@ -646,7 +665,7 @@ impl Prober {
                 (*raw).ev.handler = Some(ngx_healthcheck_watch_handler);
                 (*raw).ev.log = log;
                 (*raw).ev.set_cancelable(1);
-                ngx_add_timer(&mut (*raw).ev, WATCH_MS as ngx::ffi::ngx_msec_t);
+                ngx_add_timer(&mut (*raw).ev, (*raw).period as ngx::ffi::ngx_msec_t);
                 NonNull::new_unchecked(raw)
             }
         });
@@ -743,7 +762,12 @@ fn on_timer(p: &mut Probe) {
     if lattice == 0 {
         // Within the shorter interval, so that a peer starting down
         // (`default_down`) is not left waiting a long `down_interval`.
-        let spread = p.check.conf.shortest_interval_ms();
+        // (A resolved address: in the first half, so that it is checked
+        // within one interval of nginx adding it; see `watch_ms`.)
+        let spread = match p.peer.resolved {
+            true => (p.check.conf.shortest_interval_ms() / 2).max(1),
+            false => p.check.conf.shortest_interval_ms(),
+        };
         let first = schedule::first_due(now, spread, ngx_random() as u64).max(1);
         lattice = match s
             .next_due
