@@ -144,20 +144,33 @@ impl Dns {
     /// [`Dns::remove`]); returns once the server does. If dnsmasq is
     /// stopped, the change waits for [`Dns::restart`].
     pub fn set(&mut self, name: &str, ips: &[Ipv4Addr]) {
-        let name = name.to_ascii_lowercase();
-        if ips.is_empty() {
-            self.names.remove(&name);
-        } else {
-            let mut ips = ips.to_vec();
-            ips.sort_unstable();
-            ips.dedup();
-            self.names.insert(name.clone(), ips);
+        self.set_all(&[(name, ips)]);
+    }
+
+    /// [`Dns::set`] for several names at once: one rewrite of the hosts
+    /// file and one SIGHUP, so the server switches every name to its new
+    /// answer in the same moment; returns once it answers each name so.
+    pub fn set_all(&mut self, changes: &[(&str, &[Ipv4Addr])]) {
+        let mut names = Vec::with_capacity(changes.len());
+        for &(name, ips) in changes {
+            let name = name.to_ascii_lowercase();
+            if ips.is_empty() {
+                self.names.remove(&name);
+            } else {
+                let mut ips = ips.to_vec();
+                ips.sort_unstable();
+                ips.dedup();
+                self.names.insert(name.clone(), ips);
+            }
+            names.push(name);
         }
         self.write_hosts();
         if self.is_running() {
             let pid = self.child.as_ref().map_or(0, Child::id);
             sys::kill(pid, libc::SIGHUP).unwrap_or_else(|e| panic!("SIGHUP dnsmasq {pid}: {e}"));
-            self.wait_answer(&name);
+            for name in &names {
+                self.wait_answer(name);
+            }
         }
     }
 
