@@ -179,6 +179,25 @@ impl Conn {
         }
     }
 
+    /// Whether a read may find something now: nginx's read event is ready
+    /// (an event came, or the last read did not end in `EAGAIN`), or TLS
+    /// holds decrypted bytes. When it is not, reading would only meet
+    /// `EAGAIN` (and, over TLS, cost an `SSL_read` that allocates and
+    /// frees OpenSSL's released read buffer): the last read ended in
+    /// `EAGAIN` and nothing came since, so the next bytes, FIN or RST
+    /// raise a read event (nginx's events are edge-triggered; its upstream
+    /// module reads a response after sending the request only when
+    /// `c->read->ready`, for the same reason).
+    pub fn read_ready(self) -> bool {
+        // SAFETY: a live connection's read event.
+        if unsafe { (*self.c().read).ready() } != 0 {
+            return true;
+        }
+        // SAFETY: c->ssl is NULL or nginx's live SSL connection.
+        unsafe { self.c().ssl.as_ref() }
+            .is_some_and(|s| unsafe { ngx::ffi::SSL_pending(s.connection) } > 0)
+    }
+
     /// Peek one byte of the plain socket.
     fn peek_socket(self) -> Peek {
         let mut b = 0u8;

@@ -92,7 +92,14 @@ impl Http {
                 Io::Error(e) => return Step::Done(Outcome::Down(reason_of(e))),
             }
         }
-        self.read(cx)
+        // The response is read when it can be there: the read event says
+        // so (a kept connection's last read ended in EAGAIN; the response
+        // raises the event when it arrives).
+        if cx.conn.read_ready() {
+            self.read(cx)
+        } else {
+            Step::Pending
+        }
     }
 
     fn read(&mut self, cx: &Cx) -> Step {

@@ -98,8 +98,12 @@ pub fn keep(p: &mut Probe) {
     c.attach(p.as_data(), Some(ngx_healthcheck_idle_handler));
     p.kept = Some(Kept { conn: c, served });
     // Data that arrived while the round ran was seen by the round's
-    // handler (edge-triggered events fire once): read it now.
-    drain_idle(p, c);
+    // handler (edge-triggered events fire once): read it now. When the
+    // round's last read ended in EAGAIN and no event came since, there is
+    // nothing to read (anything later raises the idle handler).
+    if c.read_ready() {
+        drain_idle(p, c);
+    }
 }
 
 /// Close the kept connection, if any, with RST.

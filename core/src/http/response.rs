@@ -355,6 +355,12 @@ impl Parser {
                     };
                 }
                 _ => {
+                    let n = self.text_run(&input[i..]);
+                    if n > 0 {
+                        self.take_run(&input[i..i + n]);
+                        i += n;
+                        continue;
+                    }
                     let b = input[i];
                     i += 1;
                     if let Err(e) = self.step(b) {
@@ -364,6 +370,45 @@ impl Parser {
             }
         }
         self.state
+    }
+
+    /// How many of `input`'s first bytes the head machine would only
+    /// store, one at a time, without a change of line or an error: a run
+    /// of a field name's, a field value's or the reason phrase's bytes
+    /// (stopping short of `max_head`, whose excess byte takes the byte-wise
+    /// path and its error).
+    fn text_run(&self, input: &[u8]) -> usize {
+        let Phase::Head(line) = self.phase else {
+            return 0;
+        };
+        let plain = |b: &u8| !is_ctl(*b) && *b != b'\r' && *b != b'\n';
+        let room = self.cfg.max_head.saturating_sub(self.count);
+        let input = &input[..input.len().min(room)];
+        match line {
+            Line::Name => input.iter().position(|b| !is_tchar(*b)),
+            Line::Value | Line::Reason => input.iter().position(|b| !plain(b)),
+            _ => return 0,
+        }
+        .unwrap_or(input.len())
+    }
+
+    /// Stores a [`Parser::text_run`] at once, as its bytes one by one would.
+    fn take_run(&mut self, run: &[u8]) {
+        self.count += run.len();
+        if self.phase == Phase::Head(Line::Reason) {
+            self.head.reason_len += run.len();
+        }
+        let text = &mut self.head.text;
+        let want = text.len() + run.len();
+        if want > text.capacity() {
+            // The capacity `store` reaches byte by byte.
+            let mut cap = text.capacity();
+            while cap < want {
+                cap = (cap * 2).max(256).min(self.cfg.max_head).max(cap + 1);
+            }
+            text.reserve_exact(cap - text.len());
+        }
+        text.extend_from_slice(run);
     }
 
     /// The peer closed the connection (a read returned 0): completes a

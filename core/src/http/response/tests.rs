@@ -276,6 +276,41 @@ fn head_too_large() {
     assert!(p.head().is_some());
 }
 
+/// Runs of a name's, a value's and the reason phrase's bytes are taken at
+/// once: the same head, the same limit and the same buffer capacity as
+/// byte by byte, also when the limit falls inside a run.
+#[test]
+fn text_runs_as_bytewise() {
+    let text: &[u8] = b"HTTP/1.1 200 A Fairly Long Reason Phrase\r\n\
+        X-Some-Long-Header-Name: a value with spaces\t and a tab \r\n\
+        Content-Length: 2\r\n\r\nok";
+    for max in [20, 45, 60, 80, 100, text.len() - 3, text.len() - 2, 4096] {
+        let whole = parse_with(cfg(max, 8, false), text);
+        let mut single = Parser::new(cfg(max, 8, false));
+        for b in text {
+            single.feed(core::slice::from_ref(b));
+        }
+        assert_eq!(whole.state(), single.state(), "max_head {max}");
+        assert_eq!(whole.held(), single.held(), "max_head {max}");
+        let fields = |p: &Parser| {
+            p.head().map(|h| {
+                let f: Vec<(Vec<u8>, Vec<u8>)> =
+                    h.headers().map(|(n, v)| (n.to_vec(), v.to_vec())).collect();
+                (h.reason().to_vec(), f)
+            })
+        };
+        assert_eq!(fields(&whole), fields(&single), "max_head {max}");
+    }
+    let p = parse_with(cfg(4096, 8, false), text);
+    let h = p.head().unwrap();
+    assert_eq!(h.reason(), b"A Fairly Long Reason Phrase");
+    assert_eq!(
+        h.header(b"x-some-long-header-name"),
+        Some(&b"a value with spaces\t and a tab"[..])
+    );
+    assert_eq!(p.body(), b"ok");
+}
+
 // --- interim responses --------------------------------------------------------
 
 #[test]
