@@ -306,29 +306,34 @@ unsafe fn worker_slot(cycle: &ngx_cycle_t) -> (u32, u32) {
 
 /// The log probe connections use: a copy of the cycle's log whose level
 /// hides nginx's own per-connection "connect() failed" errors (the module
-/// reports state changes itself) unless debug logging is on. Made once per
-/// process and never freed (probe connections of any cycle may use it).
+/// reports state changes itself) unless debug logging is on. Static
+/// storage, written once per cycle: it is never freed, and no probe of an
+/// earlier cycle is left when a single process's in-place reload writes
+/// the new cycle's copy (`reload_in_place` drops them first).
 fn conn_log(cycle: &ngx_cycle_t) -> *mut ngx_log_t {
+    use core::mem::MaybeUninit;
     use core::sync::atomic::{AtomicPtr, Ordering::Relaxed};
-    static CONN_LOG: AtomicPtr<ngx_log_t> = AtomicPtr::new(ptr::null_mut());
+    struct LogCell(UnsafeCell<MaybeUninit<ngx_log_t>>);
+    // SAFETY: nginx runs module code on one thread per process.
+    unsafe impl Sync for LogCell {}
+    static CONN_LOG: LogCell = LogCell(UnsafeCell::new(MaybeUninit::uninit()));
     // The cycle it was copied from: the copy points at that cycle's log
     // file, which a single process's in-place reload frees with the old
-    // cycle, so a new cycle gets a new copy (the old one, a few words, is
-    // left: probes of the old cycle may have used it).
+    // cycle, so a new cycle gets a new copy.
     static FROM: AtomicPtr<ngx_cycle_t> = AtomicPtr::new(ptr::null_mut());
-    let made = CONN_LOG.load(Relaxed);
-    if !made.is_null() && FROM.load(Relaxed) == ptr::from_ref(cycle).cast_mut() {
+    let made = CONN_LOG.0.get().cast::<ngx_log_t>();
+    if FROM.load(Relaxed) == ptr::from_ref(cycle).cast_mut() {
         return made;
     }
     FROM.store(ptr::from_ref(cycle).cast_mut(), Relaxed);
-    // SAFETY: the cycle's log is valid; the copy lives as long as the
-    // process.
+    // SAFETY: the cycle's log is valid.
     let mut l = unsafe { *cycle.log };
     if l.log_level < NGX_LOG_DEBUG as usize {
         l.log_level = l.log_level.min(NGX_LOG_ALERT as usize);
     }
-    let made = Box::into_raw(Box::new(l));
-    CONN_LOG.store(made, Relaxed);
+    // SAFETY: the static's storage; single-threaded, and nothing reads it
+    // while it is written (see above).
+    unsafe { made.write(l) };
     made
 }
 
