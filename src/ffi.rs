@@ -100,6 +100,12 @@ pub unsafe fn log_at(level: u32, log: *mut ngx_log_t, loc: &ConfLoc, msg: &str) 
     ngx::ngx_log_error!(level, log, "{}{}", msg, loc);
 }
 
+/// The running cycle's log (NULL before nginx made a cycle).
+pub fn cycle_log() -> *mut ngx_log_t {
+    // SAFETY: `ngx_cycle` is NULL or the running cycle.
+    unsafe { (*ptr::addr_of!(ngx::ffi::ngx_cycle)).as_ref() }.map_or(ptr::null_mut(), |c| c.log)
+}
+
 /// Run `f`, turning a panic into `fallback` and an `[alert]` so that a bug
 /// never unwinds into nginx's C frames (README: Guarantees and limits,
 /// panics). Every `extern "C"` entry point of the module runs its body
@@ -108,13 +114,7 @@ pub fn guard<T>(log: *mut ngx_log_t, what: &str, fallback: T, f: impl FnOnce() -
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(v) => v,
         Err(_) => {
-            let log = if log.is_null() {
-                // SAFETY: the running cycle (or NULL before nginx made one).
-                unsafe { (*ptr::addr_of!(ngx::ffi::ngx_cycle)).as_ref() }
-                    .map_or(ptr::null_mut(), |c| c.log)
-            } else {
-                log
-            };
+            let log = if log.is_null() { cycle_log() } else { log };
             if !log.is_null() {
                 ngx::ngx_log_error!(
                     NGX_LOG_ALERT,

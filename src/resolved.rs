@@ -275,7 +275,7 @@ impl Context {
             }
             // Peers joined or left: the upstream's up share moved, and new
             // slots must carry its fail-open flag.
-            crate::worker::update_fail_open(zone, &r.check, ngx_cycle_log());
+            crate::worker::update_fail_open(zone, &r.check, ffi::cycle_log());
             view.targets[i] = targets;
             view.unchecked[i] = unchecked;
             view.seen[i] = counter;
@@ -301,7 +301,7 @@ impl Context {
         view.last_warn[i] = now.max(1);
         ffi::log(
             NGX_LOG_WARN,
-            ngx_cycle_log(),
+            ffi::cycle_log(),
             format_args!(
                 "upstream \"{}\": {n} resolved address{} found no room in the {} health check \
                  zone and {} selected unchecked (raise check_shm_size)",
@@ -440,16 +440,6 @@ impl Context {
                 }
             }
         }
-    }
-}
-
-/// The running cycle's log.
-fn ngx_cycle_log() -> *mut ngx::ffi::ngx_log_t {
-    // SAFETY: `ngx_cycle` is valid in a worker.
-    unsafe {
-        (*core::ptr::addr_of!(ngx::ffi::ngx_cycle))
-            .as_ref()
-            .map_or(core::ptr::null_mut(), |c| c.log)
     }
 }
 
