@@ -386,6 +386,19 @@ pub struct PeerRow<'a> {
     pub duration_count: u64,
 }
 
+impl PeerRow<'_> {
+    /// The row's status word: `unchecked`, `up` or `down`.
+    pub fn status_word(&self) -> &'static [u8] {
+        if self.unchecked {
+            b"unchecked"
+        } else if self.up {
+            b"up"
+        } else {
+            b"down"
+        }
+    }
+}
+
 /// One upstream's summary: JSON `upstreams`, the HTML page's upstream
 /// lines and the per-upstream Prometheus families. It counts **all** the
 /// upstream's checked peers, whatever `?status=` prints: an upstream left

@@ -63,13 +63,9 @@ pub(super) fn row(r: &PeerRow, out: &mut Vec<u8>) {
             out.push(b',');
             push_i64(out, d);
         }
-        out.extend_from_slice(if r.unchecked {
-            b",unchecked,"
-        } else if r.up {
-            b",up,"
-        } else {
-            b",down,"
-        });
+        out.push(b',');
+        out.extend_from_slice(r.status_word());
+        out.push(b',');
         push_u64(out, r.checks);
         out.push(b',');
         push_u64(out, r.fails_total);

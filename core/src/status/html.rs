@@ -324,13 +324,8 @@ pub(super) fn row(r: &PeerRow, now_ms: u64, out: &mut Vec<u8>) {
     text(out, r.upstream);
     out.extend_from_slice(b"</td><td class=\"w\">");
     text(out, r.name);
-    out.extend_from_slice(if r.unchecked {
-        b"</td><td class=\"s\">unchecked"
-    } else if r.up {
-        b"</td><td class=\"s\">up"
-    } else {
-        b"</td><td class=\"s\">down"
-    });
+    out.extend_from_slice(b"</td><td class=\"s\">");
+    out.extend_from_slice(r.status_word());
     out.extend_from_slice(b"</td><td class=\"n\">");
     push_u64(out, r.rise.into());
     out.extend_from_slice(b"</td><td class=\"n\">");

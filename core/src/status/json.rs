@@ -110,13 +110,9 @@ fn peer(r: &PeerRow, out: &mut Vec<u8>) {
     string(out, r.upstream);
     out.extend_from_slice(b", \"name\": ");
     string(out, r.name);
-    out.extend_from_slice(if r.unchecked {
-        b", \"status\": \"unchecked\", \"rise\": "
-    } else if r.up {
-        b", \"status\": \"up\", \"rise\": "
-    } else {
-        b", \"status\": \"down\", \"rise\": "
-    });
+    out.extend_from_slice(b", \"status\": \"");
+    out.extend_from_slice(r.status_word());
+    out.extend_from_slice(b"\", \"rise\": ");
     push_u64(out, r.rise.into());
     out.extend_from_slice(b", \"fall\": ");
     push_u64(out, r.fall.into());
