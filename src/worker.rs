@@ -125,8 +125,6 @@ pub struct Context {
     pub resolve: Vec<ResolveUps>,
     /// Their addresses as this worker knows them.
     pub view: ViewCell,
-    /// `sels` index -> `resolve` index + 1 (0: none).
-    resolve_of_sel: Vec<u32>,
     /// `resolved::quarantine_ms` of the context.
     pub quarantine_ms: u64,
 }
@@ -150,6 +148,8 @@ struct Selection {
     /// is the selected peer's).
     by_addr: PtrMap,
     check: Rc<UpstreamCheck>,
+    /// Its index in `Context::resolve`, with `resolve` servers.
+    resolve: Option<u32>,
 }
 
 /// Enter or leave fail-open for `check`'s upstream when its check-up
@@ -240,10 +240,7 @@ impl Context {
     /// The `resolve` index of the upstream whose srv conf is `srv`.
     pub fn resolve_index(&self, srv: usize) -> Option<usize> {
         let i = self.sel_map.get(srv)?;
-        match self.resolve_of_sel.get(i as usize) {
-            Some(&r) if r > 0 => Some(r as usize - 1),
-            _ => None,
-        }
+        self.sels.get(i as usize)?.resolve.map(|r| r as usize)
     }
 
     /// Upstream and peer name of the target with slot `index`, static or
@@ -279,7 +276,6 @@ impl Context {
         let mut sels = Vec::new();
         let mut sel_map = Vec::new();
         let mut resolve = Vec::new();
-        let mut resolve_of_sel = Vec::new();
         let mut list_values = Vec::new();
         for u in upstreams {
             let Some(conf) = &u.conf().check else {
@@ -323,7 +319,8 @@ impl Context {
             });
             let base = targets.len() as u32;
             let has_resolve = u.resolve_lines > 0 && !u.config.is_null();
-            let list_value = if has_resolve {
+            let resolve_index = has_resolve.then_some(resolve.len() as u32);
+            if has_resolve {
                 resolve.push(ResolveUps {
                     tag: healthcheck_core::identity::upstream_tag(group.as_str(), u.name_bytes()),
                     lists: u.lists.clone(),
@@ -333,12 +330,9 @@ impl Context {
                     check: Rc::clone(&check),
                     static_members: check.members.borrow().clone(),
                 });
-                resolve_of_sel.push(resolve.len() as u32);
-                resolve.len() as u32 + 1
-            } else {
-                resolve_of_sel.push(0);
-                1
-            };
+            }
+            // Each checked list: 1, or its resolve upstream's index + 2.
+            let list_value = resolve_index.map_or(1, |r| r + 2);
             list_values.extend(u.lists.iter().map(|&l| (l as usize, list_value)));
             sel_map.push((u.srv as usize, sels.len() as u32));
             sels.push(Selection {
@@ -354,6 +348,7 @@ impl Context {
                         .map(|(i, p)| (p.sockaddr as usize, i)),
                 ),
                 check: Rc::clone(&check),
+                resolve: resolve_index,
             });
             for p in &u.peers {
                 targets.push(Target {
@@ -372,7 +367,6 @@ impl Context {
             .map(|z| (z.room_start(), targets.len()));
         let zone = zone.filter(|z| z.room_start() == targets.len());
         let map = PtrMap::new(targets.iter().map(|t| (t.peer.peer as usize, t.index)));
-        // Each checked list: 1, or its resolve upstream's index + 2.
         let lists = PtrMap::new(list_values);
         let quarantine_ms = crate::resolved::quarantine_ms(&resolve);
         let view = core::cell::RefCell::new(View::new(resolve.len()));
@@ -389,7 +383,6 @@ impl Context {
             group,
             resolve,
             view,
-            resolve_of_sel,
             quarantine_ms,
         }
     }
@@ -464,10 +457,10 @@ impl Context {
         let Some(sel) = self.sels.get(i as usize) else {
             return;
         };
-        let index = sel.by_addr.get(sockaddr).or_else(|| {
-            let r = *self.resolve_of_sel.get(i as usize)?;
-            self.resolved_by_addr(r.checked_sub(1)? as usize, sockaddr)
-        });
+        let index = sel
+            .by_addr
+            .get(sockaddr)
+            .or_else(|| self.resolved_by_addr(sel.resolve? as usize, sockaddr));
         let (Some(index), fall) = (index, sel.check.conf.passive_fall) else {
             return;
         };
