@@ -181,9 +181,9 @@ impl Conn {
 
     /// Whether a read may find something now: nginx's read event is ready
     /// (an event came, or the last read did not end in `EAGAIN`), or TLS
-    /// holds decrypted bytes. When it is not, reading would only meet
-    /// `EAGAIN` (and, over TLS, cost an `SSL_read` that allocates and
-    /// frees OpenSSL's released read buffer): the last read ended in
+    /// holds bytes it read (decrypted, or a record not processed yet).
+    /// When it is not, reading would only meet `EAGAIN` (and, over TLS,
+    /// cost an `SSL_read` and its system call): the last read ended in
     /// `EAGAIN` and nothing came since, so the next bytes, FIN or RST
     /// raise a read event (nginx's events are edge-triggered; its upstream
     /// module reads a response after sending the request only when
@@ -195,7 +195,7 @@ impl Conn {
         }
         // SAFETY: c->ssl is NULL or nginx's live SSL connection.
         unsafe { self.c().ssl.as_ref() }
-            .is_some_and(|s| unsafe { ngx::ffi::SSL_pending(s.connection) } > 0)
+            .is_some_and(|s| unsafe { ngx::ffi::SSL_has_pending(s.connection) } != 0)
     }
 
     /// Peek one byte of the plain socket.

@@ -2,8 +2,8 @@
 //! transport level: the owning worker keeps the connection of a successful
 //! round; the next round takes it if it may still serve (its age below the
 //! rehandshake period and, with `reuse=on`, fewer than
-//! `check_keepalive_requests` rounds) and is alive (a peek), else the round
-//! connects anew. While idle, data from the server is read and discarded
+//! `check_keepalive_requests` rounds) and is alive (nothing came while it
+//! was idle, or a peek finds it open), else the round connects anew. While idle, data from the server is read and discarded
 //! (past [`IDLE_DATA_MAX`] bytes the connection is closed); FIN, RST or a
 //! kernel keepalive timeout closes it without counting a failure.
 
@@ -55,7 +55,17 @@ pub fn take_for_round(p: &mut Probe, now: u64) -> bool {
         close_kept(p);
         return false;
     }
-    let peek = conn.peek();
+    // Anything that came while the connection was idle (data, FIN, RST, a
+    // keepalive timeout) raised its read event: the idle handler read it,
+    // or, when events are posted behind timers, the event is ready. With
+    // no event since the last read met EAGAIN, the connection is as it was
+    // (nginx's events are edge-triggered) and a peek would only cost a
+    // system call.
+    let peek = if conn.read_ready() {
+        conn.peek()
+    } else {
+        Peek::WouldBlock
+    };
     super::tls::collect_session(p, conn);
     match peek {
         Peek::WouldBlock => {}

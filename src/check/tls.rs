@@ -26,7 +26,8 @@ use ngx::ffi::{
     ngx_ssl_t, ngx_str_t, ngx_uint_t, SSL_SESSION_free, SSL_ctrl, SSL_get1_peer_certificate,
     SSL_get_verify_result, SSL_session_reused, TLSEXT_NAMETYPE_host_name, X509_check_ip_asc,
     X509_free, X509_verify_cert_error_string, NGX_AGAIN, NGX_OK, NGX_SSL_CLIENT,
-    SSL_CTRL_SET_TLSEXT_HOSTNAME, SSL_SESSION, X509_V_OK,
+    SSL_CTRL_CLEAR_MODE, SSL_CTRL_SET_MAX_SEND_FRAGMENT, SSL_CTRL_SET_TLSEXT_HOSTNAME,
+    SSL_MODE_RELEASE_BUFFERS, SSL_SESSION, X509_V_OK,
 };
 
 use super::conn::Conn;
@@ -37,6 +38,11 @@ use crate::ffi::guard;
 /// Pool of a TLS round's connection: nginx's SSL connection struct and
 /// little else (OpenSSL allocates its own buffers, released when idle).
 const POOL_SIZE: usize = 512;
+
+/// The largest record a kept connection writes: a check's request fits in
+/// one (a longer one takes several records), and OpenSSL's write buffer,
+/// kept with the connection, stays small.
+const KEPT_SEND_FRAGMENT: usize = 2048;
 
 /// What one probe keeps of TLS between rounds.
 pub struct Tls {
@@ -101,6 +107,7 @@ pub fn start(p: &mut Probe) -> Handshake {
         return Handshake::Failed(Outcome::Local(Local::NoConnection));
     };
     let base = p.conn_log;
+    let keep = p.keep;
     let Some(t) = p.tls.as_mut() else {
         return Handshake::Done;
     };
@@ -126,6 +133,25 @@ pub fn start(p: &mut Probe) -> Handshake {
             return Handshake::Failed(Outcome::Local(Local::NoMemory));
         }
         let sc = (*raw).ssl;
+        if keep {
+            // A connection that may be kept keeps OpenSSL's record buffers
+            // between rounds, rather than freeing and allocating them on
+            // every read and write (nginx sets SSL_MODE_RELEASE_BUFFERS on
+            // its contexts); its write buffer is sized for a check's
+            // request, not for 16 KB records (README: TLS checks).
+            SSL_ctrl(
+                (*sc).connection,
+                SSL_CTRL_CLEAR_MODE as i32,
+                SSL_MODE_RELEASE_BUFFERS as _,
+                ptr::null_mut(),
+            );
+            SSL_ctrl(
+                (*sc).connection,
+                SSL_CTRL_SET_MAX_SEND_FRAGMENT as i32,
+                KEPT_SEND_FRAGMENT as _,
+                ptr::null_mut(),
+            );
+        }
         if t.reuse {
             (*sc).save_session = Some(ngx_healthcheck_tls_save_session);
             if !t.session.is_null() {

@@ -152,6 +152,13 @@ pub struct Handshake {
 impl TlsBackend {
     /// Start the servers with the PKI's server certificate.
     pub fn start(pki: &Pki, auth: ClientAuth) -> TlsBackend {
+        TlsBackend::start_with(pki, auth, "75s")
+    }
+
+    /// [`TlsBackend::start`] with the https server's `keepalive_timeout`
+    /// (nginx closes an idle connection after it with a TLS close_notify
+    /// and FIN).
+    pub fn start_with(pki: &Pki, auth: ClientAuth, keepalive_timeout: &str) -> TlsBackend {
         let (https, tls) = (crate::free_port(), crate::free_port());
         let verify = match auth {
             ClientAuth::None => String::new(),
@@ -172,6 +179,7 @@ impl TlsBackend {
     server {{
         listen 127.0.0.1:{https} ssl;
         keepalive_requests 1000;
+        keepalive_timeout {keepalive_timeout};
         {common}
         access_log logs/https.log tls;
         location / {{ return 200 ok; }}

@@ -278,6 +278,43 @@ fn https_keepalive_over_tls() {
     ng.check_log();
 }
 
+/// A backend that closes idle kept TLS connections (close_notify and FIN,
+/// `keepalive_timeout` shorter than the interval): each close is seen while
+/// the connection is idle, and the next round connects anew instead of
+/// writing to the closed one. The peer stays up with no failed round, and
+/// the rounds go on new connections.
+#[test]
+fn https_backend_closing_idle_connections_stays_up() {
+    let pki = Pki::generate();
+    // The backend closes 100 ms into the idle time, 900 ms before the next
+    // round: a close that late is no race with the round.
+    let b = TlsBackend::start_with(&pki, ClientAuth::None, "100ms");
+    let addr = format!("127.0.0.1:{}", b.https_port());
+    let (ng, port) = start(
+        &format!(
+            "    upstream u {{ server {addr}; check interval=1000 rise=1 fall=1 type=https reuse=on;
+        check_keepalive_requests 100; }}\n"
+        ),
+        "",
+    );
+    wait_status(port, Kind::Http, "u", &addr, "up");
+    let s = poll_status_json(port, LONG, "6 rounds", |s| {
+        s.checks(Kind::Http, "u", &addr) >= 6
+    });
+    assert_eq!(s.peer_status(Kind::Http, "u", &addr), Some("up"), "{s}");
+    assert_eq!(s.int(Kind::Http, "u", &addr, "fails_total"), 0, "{s}");
+    let reqs = b.https_requests();
+    assert!(reqs.len() >= 6, "{reqs:?}");
+    assert!(
+        reqs.iter().all(|h| h.request == 1),
+        "every round on a new connection: {reqs:?}"
+    );
+    // Those connections resume their sessions.
+    assert!(reqs.iter().skip(1).all(|h| h.resumed), "{reqs:?}");
+    assert!(!ng.log_contains("is down"), "{}", ng.log());
+    ng.check_log();
+}
+
 /// The smallest of a few fd counts of `pid` taken 25 ms apart: a round in
 /// flight holds a socket for a moment, a leaked one stays.
 fn resting_fds(pid: u32) -> usize {
