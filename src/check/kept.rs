@@ -3,9 +3,10 @@
 //! round; the next round takes it if it may still serve (its age below the
 //! rehandshake period and, with `reuse=on`, fewer than
 //! `check_keepalive_requests` rounds) and is alive (nothing came while it
-//! was idle, or a peek finds it open), else the round connects anew. While idle, data from the server is read and discarded
-//! (past [`IDLE_DATA_MAX`] bytes the connection is closed); FIN, RST or a
-//! kernel keepalive timeout closes it without counting a failure.
+//! was idle, or a peek finds it open), else the round connects anew. While
+//! idle, data from the server is read and discarded (past
+//! [`IDLE_DATA_MAX`] bytes the connection is closed); FIN, RST or a kernel
+//! keepalive timeout closes it without counting a failure.
 
 use ngx::ffi::ngx_event_t;
 

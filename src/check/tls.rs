@@ -36,7 +36,8 @@ use super::Probe;
 use crate::ffi::guard;
 
 /// Pool of a TLS round's connection: nginx's SSL connection struct and
-/// little else (OpenSSL allocates its own buffers, released when idle).
+/// little else (OpenSSL allocates its own buffers: released when idle,
+/// except on a connection that may be kept).
 const POOL_SIZE: usize = 512;
 
 /// The largest record a kept connection writes: a check's request fits in
