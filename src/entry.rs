@@ -10,17 +10,20 @@ use core::ptr;
 use ngx::core::{NGX_CONF_ERROR, NGX_CONF_OK};
 use ngx::ffi::{
     ngx_command_t, ngx_conf_t, ngx_cycle_t, ngx_http_conf_ctx_t, ngx_http_core_loc_conf_t,
-    ngx_http_core_module, ngx_int_t, ngx_module_t, ngx_process, NGX_ERROR, NGX_OK,
-    NGX_PROCESS_SINGLE, NGX_PROCESS_WORKER,
+    ngx_http_core_module, ngx_int_t, ngx_process, NGX_ERROR, NGX_OK, NGX_PROCESS_SINGLE,
+    NGX_PROCESS_WORKER,
 };
 
 use crate::conf::{self, LocConf, MainConf, UpsConf};
+use crate::enforce;
 use crate::ffi;
+use crate::finish;
 use crate::hooks;
 use crate::pool;
 use crate::process;
 use crate::selection;
 use crate::status;
+use crate::upstream;
 use healthcheck_core::status::Group;
 
 /// A default `T` in the configuration pool; NULL (nginx's "no memory")
@@ -54,10 +57,10 @@ pub unsafe extern "C" fn create_loc_conf(cf: *mut ngx_conf_t) -> *mut c_void {
 }
 
 /// How checks reach the balancers in this nginx: the patch's hook, or
-/// stock mode (`crate::selection`).
+/// stock mode (`crate::enforce`).
 fn preconfiguration(cf: *mut ngx_conf_t, proto: Group) -> ngx_int_t {
     // SAFETY: nginx passes the configuration being parsed.
-    selection::detect(proto, unsafe { (*cf).log });
+    enforce::detect(proto, unsafe { (*cf).log });
     NGX_OK as ngx_int_t
 }
 
@@ -80,28 +83,34 @@ pub unsafe extern "C" fn ngx_stream_upstream_check_preconf(cf: *mut ngx_conf_t) 
 }
 
 /// # Safety
-/// nginx's init_main_conf contract for the context `proto`; `tag` is our
-/// module of that context.
-unsafe fn init_main(
-    cf: *mut ngx_conf_t,
-    conf: *mut c_void,
-    proto: Group,
-    tag: *mut ngx_module_t,
-) -> *mut c_char {
+/// nginx's init_main_conf contract for the context `proto`.
+unsafe fn init_main(cf: *mut ngx_conf_t, conf: *mut c_void, proto: Group) -> *mut c_char {
     // SAFETY: nginx passes the context's cf.
     let log = unsafe { (*cf).log };
     let r = ffi::guard(log, "configuration", Err(()), || {
         // SAFETY: nginx passes our main conf.
         let mcf = unsafe { &mut *conf.cast::<MainConf>() };
         // SAFETY: cf->ctx is the context's conf ctx; main_conf is its
-        // first field in both ngx_http_conf_ctx_t and ngx_stream_conf_ctx_t.
+        // first field in both ngx_http_conf_ctx_t and ngx_stream_conf_ctx_t
+        // (asserted below).
         let main_conf = unsafe { *(*cf).ctx.cast::<*mut *mut c_void>() };
         // SAFETY: see above.
-        let ups = unsafe { process::upstreams_of(proto, main_conf) };
-        // SAFETY: cf is the context being finished; tag is our module.
-        unsafe { conf::finish_context(cf, proto, mcf, &ups, tag) }?;
-        // SAFETY: as above; the rules between the directives held.
-        unsafe { crate::tls::build_contexts(cf, &ups) }?;
+        let ups = unsafe { upstream::of_context(proto, main_conf) };
+        // SAFETY: cf is the context being finished.
+        unsafe { finish::context(cf, proto, mcf, &ups) }?;
+        // SAFETY: as above; the rules between the directives held. Our
+        // srv confs live in the configuration pool, one per upstream.
+        let tls_confs = ups
+            .iter()
+            .filter_map(|u| unsafe { u.conf.as_mut() })
+            .filter_map(|c| {
+                c.check
+                    .get()
+                    .is_some_and(|k| k.check_type.is_tls())
+                    .then_some(&mut c.tls)
+            });
+        // SAFETY: as above.
+        unsafe { crate::tls::build_contexts(cf, tls_confs) }?;
         // SAFETY: the context's upstreams, their balancers set up.
         unsafe { selection::wrap(proto, &ups) };
         Ok(())
@@ -112,19 +121,17 @@ unsafe fn init_main(
     }
 }
 
+const _: () = {
+    assert!(core::mem::offset_of!(ngx::ffi::ngx_http_conf_ctx_t, main_conf) == 0);
+    assert!(core::mem::offset_of!(ngx::ffi::ngx_stream_conf_ctx_t, main_conf) == 0);
+};
+
 pub unsafe extern "C" fn ngx_http_upstream_check_init_main_conf(
     cf: *mut ngx_conf_t,
     conf: *mut c_void,
 ) -> *mut c_char {
     // SAFETY: nginx's init_main_conf contract.
-    unsafe {
-        init_main(
-            cf,
-            conf,
-            Group::Http,
-            ptr::addr_of_mut!(crate::ngx_http_upstream_check_module),
-        )
-    }
+    unsafe { init_main(cf, conf, Group::Http) }
 }
 
 pub unsafe extern "C" fn ngx_stream_upstream_check_init_main_conf(
@@ -132,14 +139,7 @@ pub unsafe extern "C" fn ngx_stream_upstream_check_init_main_conf(
     conf: *mut c_void,
 ) -> *mut c_char {
     // SAFETY: nginx's init_main_conf contract.
-    unsafe {
-        init_main(
-            cf,
-            conf,
-            Group::Stream,
-            ptr::addr_of_mut!(crate::ngx_stream_upstream_check_module),
-        )
-    }
+    unsafe { init_main(cf, conf, Group::Stream) }
 }
 
 /// A location directive that makes the module the location's content
@@ -150,16 +150,17 @@ pub unsafe extern "C" fn ngx_stream_upstream_check_init_main_conf(
 /// nginx's directive contract, in a location of the http context.
 unsafe fn location_handler(
     cf: *mut ngx_conf_t,
+    cmd: *mut ngx_command_t,
     conf: *mut c_void,
     what: &str,
-    set: unsafe fn(*mut ngx_conf_t, *mut c_void) -> *mut c_char,
+    set: unsafe fn(*mut ngx_conf_t, *mut ngx_command_t, *mut c_void) -> *mut c_char,
     handler: ngx::ffi::ngx_http_handler_pt,
 ) -> *mut c_char {
     // SAFETY: nginx passes the configuration being parsed.
     let log = unsafe { (*cf).log };
     ffi::guard(log, what, NGX_CONF_ERROR, || {
         // SAFETY: nginx's directive contract.
-        let rv = unsafe { set(cf, conf) };
+        let rv = unsafe { set(cf, cmd, conf) };
         if rv != NGX_CONF_OK {
             return rv;
         }
@@ -177,13 +178,14 @@ unsafe fn location_handler(
 
 pub unsafe extern "C" fn ngx_http_healthcheck_status(
     cf: *mut ngx_conf_t,
-    _cmd: *mut ngx_command_t,
+    cmd: *mut ngx_command_t,
     conf: *mut c_void,
 ) -> *mut c_char {
     // SAFETY: nginx's directive contract.
     unsafe {
         location_handler(
             cf,
+            cmd,
             conf,
             "healthcheck_status",
             conf::set_status,
@@ -194,13 +196,14 @@ pub unsafe extern "C" fn ngx_http_healthcheck_status(
 
 pub unsafe extern "C" fn ngx_http_healthcheck_admin(
     cf: *mut ngx_conf_t,
-    _cmd: *mut ngx_command_t,
+    cmd: *mut ngx_command_t,
     conf: *mut c_void,
 ) -> *mut c_char {
     // SAFETY: nginx's directive contract.
     unsafe {
         location_handler(
             cf,
+            cmd,
             conf,
             "healthcheck_admin",
             conf::set_admin,

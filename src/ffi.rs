@@ -166,6 +166,15 @@ pub fn monotonic_ms() -> u64 {
     unsafe { ptr::read_volatile(ptr::addr_of!(ngx_current_msec)) as u64 }
 }
 
+/// A fresh reading of the monotonic clock, for durations that must be
+/// right even when nginx's cached clock lags after a long event-loop turn:
+/// a round's time and budget (docs/design.md, Guarantees and limits), the
+/// status page's work per turn. Scheduling uses nginx's cached clock
+/// ([`monotonic_ms`]), as nginx's timers do.
+pub fn fresh_now() -> std::time::Instant {
+    std::time::Instant::now()
+}
+
 /// nginx's cached wall clock, Unix ms.
 pub fn unix_ms() -> u64 {
     // SAFETY: `ngx_cached_time` points at a valid time slot once nginx has

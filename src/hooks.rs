@@ -3,39 +3,24 @@
 //! The patched nginx exports two NULL-default function pointers that every
 //! balancer consults next to `peer->down`. They are found with `dlsym`
 //! rather than linked, so that this module also loads into an unpatched
-//! nginx (stock mode, `crate::selection`), and set only in processes that
+//! nginx (stock mode, `crate::enforce`), and set only in processes that
 //! serve traffic.
 
-use core::ffi::{c_void, CStr};
+use core::ffi::c_void;
 use core::ptr;
 
 use ngx::ffi::ngx_uint_t;
 
+use crate::enforce::HOOK_SYMBOLS;
 use crate::ffi::{find_global, guard};
 use crate::process;
 use healthcheck_core::status::Group;
 
-const HTTP_HOOK: &CStr = c"ngx_http_upstream_check_peer_down_hook";
-const STREAM_HOOK: &CStr = c"ngx_stream_upstream_check_peer_down_hook";
-
 /// The hook's C type; peers and peer are the balancer's rr structures.
 type Hook = Option<unsafe extern "C" fn(*mut c_void, *mut c_void) -> ngx_uint_t>;
 
-fn symbol(proto: Group) -> &'static CStr {
-    match proto {
-        Group::Http => HTTP_HOOK,
-        Group::Stream => STREAM_HOOK,
-    }
-}
-
-/// Whether the running nginx carries the patch (else the module runs in
-/// stock mode: `crate::selection`).
-pub fn present(proto: Group) -> bool {
-    find_global(symbol(proto)).is_some()
-}
-
 fn slot(proto: Group) -> Option<*mut Hook> {
-    find_global(symbol(proto)).map(|p| p.cast::<Hook>())
+    find_global(HOOK_SYMBOLS[proto as usize]).map(|p| p.cast::<Hook>())
 }
 
 /// Point the hooks at this module (worker processes only).
@@ -66,7 +51,7 @@ unsafe extern "C" fn ngx_http_upstream_check_peer_down(
     peer: *mut c_void,
 ) -> ngx_uint_t {
     // `peer_down` reads atomics and a fixed table with bounds-checked
-    // lookups; the guard is there all the same (README: panics).
+    // lookups; the guard is there all the same (docs/design.md, Panics).
     guard(ptr::null_mut(), "selection hook", 0, || {
         process::peer_down(Group::Http, peers as usize, peer as usize) as ngx_uint_t
     })

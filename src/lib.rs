@@ -1,18 +1,24 @@
-//! ngx_healthcheck_module: active TCP/UDP health checks for http and stream
+//! ngx_healthcheck_module: active health checks for http and stream
 //! upstreams, a status page, and the vnswrr balancer, in one nginx dynamic
-//! module. This file holds only the nginx module tables; the callbacks they
-//! name live in `entry` (module lifecycle), `conf` (directives), `status`
-//! and `vnswrr`.
+//! module. This file holds only the nginx module tables, the top of the
+//! module graph (docs/design.md, Module layers); the callbacks they name
+//! live in `entry` (module lifecycle), `conf`, `tls` and `match_block`
+//! (directives), `status`, `admin` and `vnswrr`; other files reach the
+//! module statics through `modules`.
 #![allow(non_upper_case_globals)]
 #![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
 
 mod admin;
 mod check;
 mod conf;
+mod directive;
+mod enforce;
 mod entry;
 mod ffi;
+mod finish;
 mod hooks;
 mod match_block;
+mod modules;
 mod pool;
 mod process;
 mod regex;
@@ -22,6 +28,7 @@ mod shm;
 mod statefile;
 mod status;
 mod stream_link;
+mod target;
 mod tls;
 mod upstream;
 mod vnswrr;
@@ -57,169 +64,268 @@ static HTTP_CTX: ngx_http_module_t = ngx_http_module_t {
     merge_loc_conf: None,
 };
 
-const fn command(
+/// Where a directive is written.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Place {
+    /// `upstream {}` of http and stream.
+    Upstream,
+    /// The `http {}` and `stream {}` blocks.
+    Main,
+    /// An http `location`.
+    Location,
+}
+
+type Handler =
+    unsafe extern "C" fn(*mut ngx_conf_t, *mut ngx_command_t, *mut c_void) -> *mut c_char;
+
+/// One directive of the module, in both contexts where it exists.
+struct Directive {
     name: ngx::ffi::ngx_str_t,
-    type_: u32,
-    set: unsafe extern "C" fn(*mut ngx_conf_t, *mut ngx_command_t, *mut c_void) -> *mut c_char,
-    conf: usize,
-) -> ngx_command_t {
-    ngx_command_t {
+    place: Place,
+    /// The `NGX_CONF_*` argument flags.
+    args: u32,
+    set: Handler,
+    /// Where our struct's field is in the conf nginx passes.
+    offset: usize,
+    /// Registered in stream too (every upstream and main directive is).
+    stream: bool,
+}
+
+const fn ups(name: ngx::ffi::ngx_str_t, args: u32, set: Handler) -> Directive {
+    Directive {
         name,
-        type_: type_ as ngx_uint_t,
-        set: Some(set),
-        conf: conf as ngx_uint_t,
+        place: Place::Upstream,
+        args,
+        set,
         offset: 0,
-        post: ptr::null_mut(),
+        stream: true,
     }
 }
 
-static mut HTTP_COMMANDS: [ngx_command_t; 25] = [
-    command(
-        ngx_string!("check_http_send"),
-        NGX_HTTP_UPS_CONF | NGX_CONF_TAKE1,
-        conf::ngx_upstream_check_http_send,
-        NGX_HTTP_SRV_CONF_OFFSET,
-    ),
-    command(
-        ngx_string!("check_http_expect_alive"),
-        NGX_HTTP_UPS_CONF | NGX_CONF_1MORE,
-        conf::ngx_upstream_check_http_expect_alive,
-        NGX_HTTP_SRV_CONF_OFFSET,
-    ),
-    command(
-        ngx_string!("check_http_request"),
-        NGX_HTTP_UPS_CONF | NGX_CONF_TAKE12,
-        conf::ngx_upstream_check_http_request,
-        NGX_HTTP_SRV_CONF_OFFSET,
-    ),
-    command(
-        ngx_string!("check_http_header"),
-        NGX_HTTP_UPS_CONF | NGX_CONF_TAKE2,
-        conf::ngx_upstream_check_http_header,
-        NGX_HTTP_SRV_CONF_OFFSET,
-    ),
-    command(
-        ngx_string!("check_buffer_size"),
-        NGX_HTTP_UPS_CONF | NGX_CONF_TAKE1,
-        conf::ngx_upstream_check_buffer_size,
-        NGX_HTTP_SRV_CONF_OFFSET,
-    ),
-    command(
-        ngx_string!("check_match"),
-        NGX_HTTP_MAIN_CONF | NGX_CONF_BLOCK | NGX_CONF_TAKE1,
-        match_block::ngx_upstream_check_match,
-        NGX_HTTP_MAIN_CONF_OFFSET,
-    ),
-    command(
-        ngx_string!("check"),
-        NGX_HTTP_UPS_CONF | NGX_CONF_1MORE,
-        conf::ngx_upstream_check,
-        NGX_HTTP_SRV_CONF_OFFSET,
-    ),
-    command(
-        ngx_string!("check_keepalive_requests"),
-        NGX_HTTP_UPS_CONF | NGX_CONF_TAKE1,
-        conf::ngx_upstream_check_keepalive_requests,
-        NGX_HTTP_SRV_CONF_OFFSET,
-    ),
-    command(
-        ngx_string!("check_fail_open"),
-        NGX_HTTP_UPS_CONF | NGX_CONF_TAKE1,
-        conf::ngx_upstream_check_fail_open,
-        NGX_HTTP_SRV_CONF_OFFSET,
-    ),
-    command(
-        ngx_string!("check_ssl_server_name"),
-        NGX_HTTP_UPS_CONF | NGX_CONF_TAKE1,
-        tls::ngx_upstream_check_ssl_server_name,
-        NGX_HTTP_SRV_CONF_OFFSET,
-    ),
-    command(
-        ngx_string!("check_ssl_name"),
-        NGX_HTTP_UPS_CONF | NGX_CONF_TAKE1,
-        tls::ngx_upstream_check_ssl_name,
-        NGX_HTTP_SRV_CONF_OFFSET,
-    ),
-    command(
-        ngx_string!("check_ssl_verify"),
-        NGX_HTTP_UPS_CONF | NGX_CONF_TAKE1,
-        tls::ngx_upstream_check_ssl_verify,
-        NGX_HTTP_SRV_CONF_OFFSET,
-    ),
-    command(
-        ngx_string!("check_ssl_trusted_certificate"),
-        NGX_HTTP_UPS_CONF | NGX_CONF_TAKE1,
-        tls::ngx_upstream_check_ssl_trusted_certificate,
-        NGX_HTTP_SRV_CONF_OFFSET,
-    ),
-    command(
-        ngx_string!("check_ssl_verify_depth"),
-        NGX_HTTP_UPS_CONF | NGX_CONF_TAKE1,
-        tls::ngx_upstream_check_ssl_verify_depth,
-        NGX_HTTP_SRV_CONF_OFFSET,
-    ),
-    command(
-        ngx_string!("check_ssl_certificate"),
-        NGX_HTTP_UPS_CONF | NGX_CONF_TAKE1,
-        tls::ngx_upstream_check_ssl_certificate,
-        NGX_HTTP_SRV_CONF_OFFSET,
-    ),
-    command(
-        ngx_string!("check_ssl_certificate_key"),
-        NGX_HTTP_UPS_CONF | NGX_CONF_TAKE1,
-        tls::ngx_upstream_check_ssl_certificate_key,
-        NGX_HTTP_SRV_CONF_OFFSET,
-    ),
-    command(
-        ngx_string!("check_ssl_protocols"),
-        NGX_HTTP_UPS_CONF | NGX_CONF_1MORE,
-        tls::ngx_upstream_check_ssl_protocols,
-        NGX_HTTP_SRV_CONF_OFFSET,
-    ),
-    command(
-        ngx_string!("check_ssl_ciphers"),
-        NGX_HTTP_UPS_CONF | NGX_CONF_TAKE1,
-        tls::ngx_upstream_check_ssl_ciphers,
-        NGX_HTTP_SRV_CONF_OFFSET,
-    ),
-    command(
-        ngx_string!("check_ssl_session_reuse"),
-        NGX_HTTP_UPS_CONF | NGX_CONF_TAKE1,
-        tls::ngx_upstream_check_ssl_session_reuse,
-        NGX_HTTP_SRV_CONF_OFFSET,
-    ),
-    command(
-        ngx_string!("check_shm_size"),
-        NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE1,
-        conf::ngx_upstream_check_shm_size,
-        NGX_HTTP_MAIN_CONF_OFFSET,
-    ),
-    command(
-        ngx_string!("check_state_file"),
-        NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE1,
-        conf::ngx_upstream_check_state_file,
-        NGX_HTTP_MAIN_CONF_OFFSET,
-    ),
-    command(
-        ngx_string!("healthcheck_status"),
-        NGX_HTTP_LOC_CONF | NGX_CONF_NOARGS | NGX_CONF_TAKE12,
-        ngx_http_healthcheck_status,
-        NGX_HTTP_LOC_CONF_OFFSET,
-    ),
-    command(
-        ngx_string!("healthcheck_admin"),
-        NGX_HTTP_LOC_CONF | NGX_CONF_NOARGS,
-        ngx_http_healthcheck_admin,
-        NGX_HTTP_LOC_CONF_OFFSET,
-    ),
-    command(
-        ngx_string!("vnswrr"),
-        NGX_HTTP_UPS_CONF | NGX_CONF_NOARGS | NGX_CONF_TAKE1,
-        vnswrr::ngx_upstream_vnswrr,
-        NGX_HTTP_SRV_CONF_OFFSET,
-    ),
-    ngx_command_t::empty(),
-];
+/// The module's directives, each said once: the http and stream tables are
+/// made from this list (docs/directives.md documents each).
+const DIRECTIVES: [Directive; 24] = {
+    use core::mem::offset_of;
+    use NGX_CONF_1MORE as MORE;
+    use NGX_CONF_TAKE1 as ONE;
+    let tls = offset_of!(conf::UpsConf, tls);
+    [
+        ups(ngx_string!("check"), MORE, conf::ngx_upstream_check),
+        ups(
+            ngx_string!("check_buffer_size"),
+            ONE,
+            conf::ngx_upstream_check_buffer_size,
+        ),
+        ups(
+            ngx_string!("check_fail_open"),
+            ONE,
+            conf::ngx_upstream_check_fail_open,
+        ),
+        ups(
+            ngx_string!("check_http_expect_alive"),
+            MORE,
+            conf::ngx_upstream_check_http_expect_alive,
+        ),
+        ups(
+            ngx_string!("check_http_header"),
+            NGX_CONF_TAKE2,
+            conf::ngx_upstream_check_http_header,
+        ),
+        ups(
+            ngx_string!("check_http_request"),
+            NGX_CONF_TAKE12,
+            conf::ngx_upstream_check_http_request,
+        ),
+        ups(
+            ngx_string!("check_http_send"),
+            ONE,
+            conf::ngx_upstream_check_http_send,
+        ),
+        ups(
+            ngx_string!("check_keepalive_requests"),
+            ONE,
+            conf::ngx_upstream_check_keepalive_requests,
+        ),
+        Directive {
+            name: ngx_string!("check_match"),
+            place: Place::Main,
+            args: NGX_CONF_BLOCK | NGX_CONF_TAKE1,
+            set: match_block::ngx_upstream_check_match,
+            offset: offset_of!(conf::MainConf, matches),
+            stream: true,
+        },
+        Directive {
+            place: Place::Main,
+            ..ups(
+                ngx_string!("check_shm_size"),
+                ONE,
+                conf::ngx_upstream_check_shm_size,
+            )
+        },
+        Directive {
+            offset: tls,
+            ..ups(
+                ngx_string!("check_ssl_certificate"),
+                ONE,
+                tls::ngx_upstream_check_ssl_certificate,
+            )
+        },
+        Directive {
+            offset: tls,
+            ..ups(
+                ngx_string!("check_ssl_certificate_key"),
+                ONE,
+                tls::ngx_upstream_check_ssl_certificate_key,
+            )
+        },
+        Directive {
+            offset: tls,
+            ..ups(
+                ngx_string!("check_ssl_ciphers"),
+                ONE,
+                tls::ngx_upstream_check_ssl_ciphers,
+            )
+        },
+        Directive {
+            offset: tls,
+            ..ups(
+                ngx_string!("check_ssl_name"),
+                ONE,
+                tls::ngx_upstream_check_ssl_name,
+            )
+        },
+        Directive {
+            offset: tls,
+            ..ups(
+                ngx_string!("check_ssl_protocols"),
+                MORE,
+                tls::ngx_upstream_check_ssl_protocols,
+            )
+        },
+        Directive {
+            offset: tls,
+            ..ups(
+                ngx_string!("check_ssl_server_name"),
+                ONE,
+                tls::ngx_upstream_check_ssl_server_name,
+            )
+        },
+        Directive {
+            offset: tls,
+            ..ups(
+                ngx_string!("check_ssl_session_reuse"),
+                ONE,
+                tls::ngx_upstream_check_ssl_session_reuse,
+            )
+        },
+        Directive {
+            offset: tls,
+            ..ups(
+                ngx_string!("check_ssl_trusted_certificate"),
+                ONE,
+                tls::ngx_upstream_check_ssl_trusted_certificate,
+            )
+        },
+        Directive {
+            offset: tls,
+            ..ups(
+                ngx_string!("check_ssl_verify"),
+                ONE,
+                tls::ngx_upstream_check_ssl_verify,
+            )
+        },
+        Directive {
+            offset: tls,
+            ..ups(
+                ngx_string!("check_ssl_verify_depth"),
+                ONE,
+                tls::ngx_upstream_check_ssl_verify_depth,
+            )
+        },
+        Directive {
+            place: Place::Main,
+            ..ups(
+                ngx_string!("check_state_file"),
+                ONE,
+                conf::ngx_upstream_check_state_file,
+            )
+        },
+        Directive {
+            place: Place::Location,
+            stream: false,
+            ..ups(
+                ngx_string!("healthcheck_admin"),
+                NGX_CONF_NOARGS,
+                ngx_http_healthcheck_admin,
+            )
+        },
+        Directive {
+            place: Place::Location,
+            stream: false,
+            ..ups(
+                ngx_string!("healthcheck_status"),
+                NGX_CONF_NOARGS | NGX_CONF_TAKE12,
+                ngx_http_healthcheck_status,
+            )
+        },
+        ups(
+            ngx_string!("vnswrr"),
+            NGX_CONF_NOARGS | ONE,
+            vnswrr::ngx_upstream_vnswrr,
+        ),
+    ]
+};
+
+/// How many directives `group` has.
+const fn count(stream: bool) -> usize {
+    let mut n = 0;
+    let mut i = 0;
+    while i < DIRECTIVES.len() {
+        if !stream || DIRECTIVES[i].stream {
+            n += 1;
+        }
+        i += 1;
+    }
+    n
+}
+
+/// The command table of http (`stream` false) or stream, with nginx's
+/// empty entry last.
+const fn commands<const N: usize>(stream: bool) -> [ngx_command_t; N] {
+    let mut out = [ngx_command_t::empty(); N];
+    let mut n = 0;
+    let mut i = 0;
+    while i < DIRECTIVES.len() {
+        let d = &DIRECTIVES[i];
+        i += 1;
+        if stream && !d.stream {
+            continue;
+        }
+        let (place, conf) = match (d.place, stream) {
+            (Place::Upstream, false) => (NGX_HTTP_UPS_CONF, NGX_HTTP_SRV_CONF_OFFSET),
+            (Place::Upstream, true) => (NGX_STREAM_UPS_CONF, NGX_STREAM_SRV_CONF_OFFSET),
+            (Place::Main, false) => (NGX_HTTP_MAIN_CONF, NGX_HTTP_MAIN_CONF_OFFSET),
+            (Place::Main, true) => (NGX_STREAM_MAIN_CONF, NGX_STREAM_MAIN_CONF_OFFSET),
+            (Place::Location, _) => (NGX_HTTP_LOC_CONF, NGX_HTTP_LOC_CONF_OFFSET),
+        };
+        out[n] = ngx_command_t {
+            name: d.name,
+            type_: (place | d.args) as ngx_uint_t,
+            set: Some(d.set),
+            conf: conf as ngx_uint_t,
+            offset: d.offset as ngx_uint_t,
+            post: ptr::null_mut(),
+        };
+        n += 1;
+    }
+    out
+}
+
+const HTTP_N: usize = count(false) + 1;
+const STREAM_N: usize = count(true) + 1;
+
+static mut HTTP_COMMANDS: [ngx_command_t; HTTP_N] = commands::<HTTP_N>(false);
+static mut STREAM_COMMANDS: [ngx_command_t; STREAM_N] = commands::<STREAM_N>(true);
 
 #[used]
 pub static mut ngx_http_upstream_check_module: ngx_module_t = ngx_module_t {
@@ -245,142 +351,6 @@ static STREAM_CTX: ngx_stream_module_t = ngx_stream_module_t {
     create_srv_conf: Some(create_srv_conf),
     merge_srv_conf: None,
 };
-
-static mut STREAM_COMMANDS: [ngx_command_t; 23] = [
-    command(
-        ngx_string!("check_http_send"),
-        NGX_STREAM_UPS_CONF | NGX_CONF_TAKE1,
-        conf::ngx_upstream_check_http_send,
-        NGX_STREAM_SRV_CONF_OFFSET,
-    ),
-    command(
-        ngx_string!("check_http_expect_alive"),
-        NGX_STREAM_UPS_CONF | NGX_CONF_1MORE,
-        conf::ngx_upstream_check_http_expect_alive,
-        NGX_STREAM_SRV_CONF_OFFSET,
-    ),
-    command(
-        ngx_string!("check_http_request"),
-        NGX_STREAM_UPS_CONF | NGX_CONF_TAKE12,
-        conf::ngx_upstream_check_http_request,
-        NGX_STREAM_SRV_CONF_OFFSET,
-    ),
-    command(
-        ngx_string!("check_http_header"),
-        NGX_STREAM_UPS_CONF | NGX_CONF_TAKE2,
-        conf::ngx_upstream_check_http_header,
-        NGX_STREAM_SRV_CONF_OFFSET,
-    ),
-    command(
-        ngx_string!("check_buffer_size"),
-        NGX_STREAM_UPS_CONF | NGX_CONF_TAKE1,
-        conf::ngx_upstream_check_buffer_size,
-        NGX_STREAM_SRV_CONF_OFFSET,
-    ),
-    command(
-        ngx_string!("check_match"),
-        NGX_STREAM_MAIN_CONF | NGX_CONF_BLOCK | NGX_CONF_TAKE1,
-        match_block::ngx_upstream_check_match,
-        NGX_STREAM_MAIN_CONF_OFFSET,
-    ),
-    command(
-        ngx_string!("check"),
-        NGX_STREAM_UPS_CONF | NGX_CONF_1MORE,
-        conf::ngx_upstream_check,
-        NGX_STREAM_SRV_CONF_OFFSET,
-    ),
-    command(
-        ngx_string!("check_keepalive_requests"),
-        NGX_STREAM_UPS_CONF | NGX_CONF_TAKE1,
-        conf::ngx_upstream_check_keepalive_requests,
-        NGX_STREAM_SRV_CONF_OFFSET,
-    ),
-    command(
-        ngx_string!("check_fail_open"),
-        NGX_STREAM_UPS_CONF | NGX_CONF_TAKE1,
-        conf::ngx_upstream_check_fail_open,
-        NGX_STREAM_SRV_CONF_OFFSET,
-    ),
-    command(
-        ngx_string!("check_ssl_server_name"),
-        NGX_STREAM_UPS_CONF | NGX_CONF_TAKE1,
-        tls::ngx_upstream_check_ssl_server_name,
-        NGX_STREAM_SRV_CONF_OFFSET,
-    ),
-    command(
-        ngx_string!("check_ssl_name"),
-        NGX_STREAM_UPS_CONF | NGX_CONF_TAKE1,
-        tls::ngx_upstream_check_ssl_name,
-        NGX_STREAM_SRV_CONF_OFFSET,
-    ),
-    command(
-        ngx_string!("check_ssl_verify"),
-        NGX_STREAM_UPS_CONF | NGX_CONF_TAKE1,
-        tls::ngx_upstream_check_ssl_verify,
-        NGX_STREAM_SRV_CONF_OFFSET,
-    ),
-    command(
-        ngx_string!("check_ssl_trusted_certificate"),
-        NGX_STREAM_UPS_CONF | NGX_CONF_TAKE1,
-        tls::ngx_upstream_check_ssl_trusted_certificate,
-        NGX_STREAM_SRV_CONF_OFFSET,
-    ),
-    command(
-        ngx_string!("check_ssl_verify_depth"),
-        NGX_STREAM_UPS_CONF | NGX_CONF_TAKE1,
-        tls::ngx_upstream_check_ssl_verify_depth,
-        NGX_STREAM_SRV_CONF_OFFSET,
-    ),
-    command(
-        ngx_string!("check_ssl_certificate"),
-        NGX_STREAM_UPS_CONF | NGX_CONF_TAKE1,
-        tls::ngx_upstream_check_ssl_certificate,
-        NGX_STREAM_SRV_CONF_OFFSET,
-    ),
-    command(
-        ngx_string!("check_ssl_certificate_key"),
-        NGX_STREAM_UPS_CONF | NGX_CONF_TAKE1,
-        tls::ngx_upstream_check_ssl_certificate_key,
-        NGX_STREAM_SRV_CONF_OFFSET,
-    ),
-    command(
-        ngx_string!("check_ssl_protocols"),
-        NGX_STREAM_UPS_CONF | NGX_CONF_1MORE,
-        tls::ngx_upstream_check_ssl_protocols,
-        NGX_STREAM_SRV_CONF_OFFSET,
-    ),
-    command(
-        ngx_string!("check_ssl_ciphers"),
-        NGX_STREAM_UPS_CONF | NGX_CONF_TAKE1,
-        tls::ngx_upstream_check_ssl_ciphers,
-        NGX_STREAM_SRV_CONF_OFFSET,
-    ),
-    command(
-        ngx_string!("check_ssl_session_reuse"),
-        NGX_STREAM_UPS_CONF | NGX_CONF_TAKE1,
-        tls::ngx_upstream_check_ssl_session_reuse,
-        NGX_STREAM_SRV_CONF_OFFSET,
-    ),
-    command(
-        ngx_string!("check_shm_size"),
-        NGX_STREAM_MAIN_CONF | NGX_CONF_TAKE1,
-        conf::ngx_upstream_check_shm_size,
-        NGX_STREAM_MAIN_CONF_OFFSET,
-    ),
-    command(
-        ngx_string!("check_state_file"),
-        NGX_STREAM_MAIN_CONF | NGX_CONF_TAKE1,
-        conf::ngx_upstream_check_state_file,
-        NGX_STREAM_MAIN_CONF_OFFSET,
-    ),
-    command(
-        ngx_string!("vnswrr"),
-        NGX_STREAM_UPS_CONF | NGX_CONF_NOARGS | NGX_CONF_TAKE1,
-        vnswrr::ngx_upstream_vnswrr,
-        NGX_STREAM_SRV_CONF_OFFSET,
-    ),
-    ngx_command_t::empty(),
-];
 
 #[used]
 pub static mut ngx_stream_upstream_check_module: ngx_module_t = ngx_module_t {

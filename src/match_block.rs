@@ -2,16 +2,16 @@
 //! each line is parsed by core (`healthcheck_core::matcher::parse_test`) as
 //! nginx reads it, so an error names its own line; the block's regexes are
 //! compiled with nginx's PCRE when the block ends. Which checks may use a
-//! block is decided when the context ends (`conf::finish_context`).
+//! block is decided when the context ends (`crate::finish`).
 
 use core::ffi::{c_char, c_void};
 use std::rc::Rc;
 
 use healthcheck_core::matcher::{parse_test, MatchBlock, Test};
 use ngx::core::{NGX_CONF_ERROR, NGX_CONF_OK};
-use ngx::ffi::{ngx_command_t, ngx_conf_parse, ngx_conf_t, NGX_LOG_EMERG};
+use ngx::ffi::{ngx_command_t, ngx_conf_parse, ngx_conf_t};
 
-use crate::conf::MainConf;
+use crate::directive::emerg;
 use crate::ffi::{conf_args, guard, ConfLoc};
 use crate::regex::{Compiled, Regex};
 
@@ -22,34 +22,50 @@ pub struct CompiledMatch {
     pub regexes: Compiled,
 }
 
+/// A context's blocks, in configuration order, with where each was written.
+#[derive(Default)]
+pub struct MatchBlocks {
+    pub matches: Vec<Rc<CompiledMatch>>,
+    locs: Vec<ConfLoc>,
+}
+
+impl MatchBlocks {
+    /// The blocks as the rules across directives read them.
+    pub fn blocks(&self) -> Vec<MatchBlock> {
+        self.matches.iter().map(|m| m.block.clone()).collect()
+    }
+
+    /// Where block `j` was written.
+    pub fn loc(&self, j: usize) -> Option<ConfLoc> {
+        self.locs.get(j).copied()
+    }
+}
+
 /// The lines of the block being read.
 struct Reading {
     tests: Vec<Test>,
 }
 
-fn emerg(cf: *mut ngx_conf_t, msg: &str) -> *mut c_char {
-    ngx::ngx_conf_log_error!(NGX_LOG_EMERG, cf, "{}", msg);
-    NGX_CONF_ERROR
-}
-
-/// `check_match NAME { ... }`.
+/// `check_match NAME { ... }`; the command's offset selects the main
+/// conf's [`MatchBlocks`].
 pub unsafe extern "C" fn ngx_upstream_check_match(
     cf: *mut ngx_conf_t,
-    _cmd: *mut ngx_command_t,
+    cmd: *mut ngx_command_t,
     conf: *mut c_void,
 ) -> *mut c_char {
-    // SAFETY: nginx passes the configuration being parsed.
-    let log = unsafe { (*cf).log };
+    // SAFETY: nginx passes the configuration being parsed and its command.
+    let (log, offset) = unsafe { ((*cf).log, cmd.as_ref().map_or(0, |c| c.offset)) };
     guard(log, "check_match", NGX_CONF_ERROR, || {
-        // SAFETY: nginx's directive contract: `conf` is our main conf.
-        unsafe { read_block(cf, conf.cast::<MainConf>()) }
+        // SAFETY: nginx's directive contract: the main conf holds our
+        // blocks at the command's offset.
+        unsafe { read_block(cf, conf.cast::<u8>().add(offset).cast::<MatchBlocks>()) }
     })
 }
 
 /// # Safety
-/// nginx's directive contract for a block directive; `mcf` is our main
-/// conf of the context.
-unsafe fn read_block(cf: *mut ngx_conf_t, mcf: *mut MainConf) -> *mut c_char {
+/// nginx's directive contract for a block directive; `mcf` is the
+/// context's blocks.
+unsafe fn read_block(cf: *mut ngx_conf_t, mcf: *mut MatchBlocks) -> *mut c_char {
     // SAFETY: per the contract.
     let (Some(mcf), cfr) = (unsafe { mcf.as_mut() }, unsafe { &*cf }) else {
         return NGX_CONF_ERROR;
@@ -105,7 +121,7 @@ unsafe fn read_block(cf: *mut ngx_conf_t, mcf: *mut MainConf) -> *mut c_char {
         block,
         regexes: Compiled(regexes),
     }));
-    mcf.matches_loc.push(loc);
+    mcf.locs.push(loc);
     NGX_CONF_OK
 }
 

@@ -7,21 +7,19 @@
 //! a rebuild. nginx runs module code on one thread per process.
 
 use core::cell::{Cell, UnsafeCell};
-use core::ffi::c_void;
 use core::ptr;
 
 use ngx::ffi::{
-    ngx_core_conf_t, ngx_core_module, ngx_cycle_t, ngx_http_conf_ctx_t, ngx_http_module,
-    ngx_http_upstream_main_conf_t, ngx_http_upstream_module, ngx_log_t, ngx_process,
-    ngx_stream_conf_ctx_t, ngx_stream_upstream_main_conf_t, ngx_worker, NGX_LOG_ALERT,
-    NGX_LOG_DEBUG, NGX_LOG_WARN, NGX_PROCESS_SINGLE,
+    ngx_core_conf_t, ngx_core_module, ngx_cycle_t, ngx_log_t, ngx_process, ngx_worker,
+    NGX_LOG_ALERT, NGX_LOG_DEBUG, NGX_LOG_WARN, NGX_PROCESS_SINGLE,
 };
 
 use crate::check::Prober;
 use crate::conf::MainConf;
 use crate::ffi;
+use crate::modules;
 use crate::shm::Zone;
-use crate::upstream::{self, UpstreamRef};
+use crate::upstream;
 use crate::worker::{Context, Worker};
 use healthcheck_core::status::Group;
 
@@ -196,36 +194,10 @@ pub fn exit(log: *mut ngx_log_t) {
     replace(log, None);
 }
 
-/// Upstreams of a context, read from a conf ctx's `main_conf` array.
-///
-/// # Safety
-/// `main_conf` is the context's main_conf array, or NULL.
-pub unsafe fn upstreams_of(proto: Group, main_conf: *mut *mut c_void) -> Vec<UpstreamRef> {
-    if main_conf.is_null() {
-        return Vec::new();
-    }
-    // SAFETY: the arrays hold one entry per module of the context.
-    unsafe {
-        match proto {
-            Group::Http => {
-                let umcf = *main_conf.add(ngx_http_upstream_module.ctx_index);
-                upstream::http_upstreams(
-                    umcf.cast::<ngx_http_upstream_main_conf_t>(),
-                    &*ptr::addr_of!(crate::ngx_http_upstream_check_module),
-                )
-            }
-            Group::Stream => {
-                let Some((_, upstream)) = crate::stream_link::module_indices() else {
-                    return Vec::new();
-                };
-                let umcf = *main_conf.add(upstream);
-                upstream::stream_upstreams(
-                    umcf.cast::<ngx_stream_upstream_main_conf_t>(),
-                    &*ptr::addr_of!(crate::ngx_stream_upstream_check_module),
-                )
-            }
-        }
-    }
+/// Run `f` with `group`'s context of the process's worker state, if any
+/// (what the probe engine's timers are given to reach it).
+pub fn with_context(group: Group, f: &mut dyn FnMut(&Context)) {
+    with(|w| f(w.context(group)));
 }
 
 /// Collect both contexts of `cycle`.
@@ -234,51 +206,22 @@ pub unsafe fn upstreams_of(proto: Group, main_conf: *mut *mut c_void) -> Vec<Ups
 /// `cycle` is a cycle whose configuration is complete.
 unsafe fn build_worker(cycle: &ngx_cycle_t) -> Worker {
     let mut w = Worker::default();
-    for proto in [Group::Http, Group::Stream] {
-        // SAFETY: module indices are set once modules are loaded.
-        let (index, ctx_index) = unsafe {
-            match proto {
-                Group::Http => (
-                    ngx_http_module.index,
-                    (*ptr::addr_of!(crate::ngx_http_upstream_check_module)).ctx_index,
-                ),
-                // Stream may be absent (src/stream_link.rs).
-                Group::Stream => match crate::stream_link::module_indices() {
-                    Some((stream, _)) => (
-                        stream,
-                        (*ptr::addr_of!(crate::ngx_stream_upstream_check_module)).ctx_index,
-                    ),
-                    None => continue,
-                },
-            }
-        };
-        // SAFETY: conf_ctx has one entry per core module; the http and
-        // stream entries point to their conf ctx (or are NULL).
-        let main_conf = unsafe {
-            let ctx = *cycle.conf_ctx.add(index);
-            if ctx.is_null() {
-                continue;
-            }
-            match proto {
-                Group::Http => (*ctx.cast::<ngx_http_conf_ctx_t>()).main_conf,
-                Group::Stream => (*ctx.cast::<ngx_stream_conf_ctx_t>()).main_conf,
-            }
-        };
-        // SAFETY: as above.
-        let (ups, mcf) = unsafe {
-            (
-                upstreams_of(proto, main_conf),
-                (*main_conf.add(ctx_index)).cast::<MainConf>(),
-            )
-        };
-        // SAFETY: our main conf; the zone (if any) was initialised by nginx.
-        let zone = unsafe { mcf.as_ref().and_then(|m| Zone::from_shm_zone(m.zone)) };
-        // SAFETY: as above.
-        let matches = unsafe { mcf.as_ref() }.map_or(&[][..], |m| &m.matches[..]);
-        let mut ctx = Context::new(proto, zone, &ups, matches);
-        // SAFETY: as above.
-        ctx.state_file = unsafe { mcf.as_ref() }.and_then(|m| m.state_file.clone());
-        match proto {
+    for group in [Group::Http, Group::Stream] {
+        // SAFETY: per the contract.
+        let main_conf = unsafe { modules::main_conf_array(cycle, group) };
+        if main_conf.is_null() {
+            continue;
+        }
+        // SAFETY: the context's main_conf array, its configuration complete.
+        let ups = unsafe { upstream::of_context(group, main_conf) };
+        // SAFETY: our main conf of the context (made by create_main_conf).
+        let mcf = unsafe { modules::main_conf::<MainConf>(cycle, group).as_ref() };
+        // SAFETY: our zone (if any) was initialised by nginx.
+        let zone = mcf.and_then(|m| unsafe { Zone::from_shm_zone(m.zone) });
+        let matches = mcf.map_or(&[][..], |m| &m.matches.matches[..]);
+        let mut ctx = Context::new(group, zone, &ups, matches);
+        ctx.state_file = mcf.and_then(|m| m.state_file.get().cloned());
+        match group {
             Group::Http => w.http = ctx,
             Group::Stream => w.stream = ctx,
         }
@@ -348,6 +291,14 @@ unsafe fn start_probes(cycle: &ngx_cycle_t, w: &Worker) -> Vec<Prober> {
     [Group::Http, Group::Stream]
         .into_iter()
         // SAFETY: per the contract; both logs live for the process.
-        .map(|proto| unsafe { Prober::start(proto, w.context(proto), slot, cycle.log, conn_log) })
+        .map(|proto| unsafe {
+            Prober::start(
+                proto,
+                w.context(proto),
+                slot,
+                (cycle.log, conn_log),
+                with_context,
+            )
+        })
         .collect()
 }

@@ -1,5 +1,5 @@
 //! Addresses nginx resolves at run time for `server NAME resolve` lines
-//! (nginx 1.27.3+, `zone` upstreams; README: Resolved servers).
+//! (nginx 1.27.3+, `zone` upstreams; docs/resolved.md).
 //!
 //! nginx keeps such an upstream's peers in its zone, adds and removes the
 //! addresses of each name as its resolver answers, and bumps the lists'
@@ -25,9 +25,12 @@ use healthcheck_core::identity::resolved_identity;
 use healthcheck_core::room::{self, Claim};
 use ngx::ffi::{ngx_atomic_t, ngx_str_t, ngx_uint_t, sockaddr, socklen_t, NGX_LOG_WARN};
 
+use healthcheck_core::status::Group;
+
 use crate::ffi::{self, monotonic_ms, str_bytes};
+use crate::shm::Zone;
+use crate::target::{Target, UpstreamCheck};
 use crate::upstream::{self, PeerRef};
-use crate::worker::{Context, Target, UpstreamCheck};
 
 /// A checked upstream with `resolve` servers.
 pub struct ResolveUps {
@@ -111,7 +114,7 @@ impl View {
 
 /// How long a freed slot of the room waits before another address gets
 /// it: longer than any round in flight can last.
-pub fn quarantine_ms(checks: &[ResolveUps]) -> u64 {
+fn quarantine_ms(checks: &[ResolveUps]) -> u64 {
     checks
         .iter()
         .map(|r| 2 * r.check.conf.timeout_ms)
@@ -120,15 +123,43 @@ pub fn quarantine_ms(checks: &[ResolveUps]) -> u64 {
         + 1000
 }
 
+/// A context's resolve upstreams and the worker's view of their addresses.
+pub struct Resolved {
+    group: Group,
+    zone: Option<Zone>,
+    /// The checked upstreams with `resolve` servers.
+    pub ups: Vec<ResolveUps>,
+    /// Their addresses as this worker knows them.
+    pub view: RefCell<View>,
+    /// [`quarantine_ms`] of the upstreams.
+    quarantine_ms: u64,
+}
+
+impl Default for Resolved {
+    fn default() -> Self {
+        Self::new(Group::Http, None, Vec::new())
+    }
+}
+
 /// One [`warn`](NGX_LOG_WARN) per upstream per minute (worker 0 only).
 const WARN_EVERY_MS: u64 = 60_000;
 
-impl Context {
+impl Resolved {
+    pub fn new(group: Group, zone: Option<Zone>, ups: Vec<ResolveUps>) -> Self {
+        Self {
+            group,
+            zone,
+            quarantine_ms: quarantine_ms(&ups),
+            view: RefCell::new(View::new(ups.len())),
+            ups,
+        }
+    }
+
     /// Rebuild the view of resolve upstream `i` if nginx changed its peers
     /// since (or always, with `force`). Returns whether anything changed.
     /// Never called with a list's write lock held by this process.
     pub fn refresh(&self, i: usize, force: bool) -> bool {
-        let (Some(zone), Some(r)) = (self.zone.as_ref(), self.resolve.get(i)) else {
+        let (Some(zone), Some(r)) = (self.zone.as_ref(), self.ups.get(i)) else {
             return false;
         };
         let Ok(mut view) = self.view.try_borrow_mut() else {
@@ -275,7 +306,7 @@ impl Context {
             }
             // Peers joined or left: the upstream's up share moved, and new
             // slots must carry its fail-open flag.
-            crate::worker::update_fail_open(zone, &r.check, ffi::cycle_log());
+            r.check.update_fail_open(zone, ffi::cycle_log());
             view.targets[i] = targets;
             view.unchecked[i] = unchecked;
             view.seen[i] = counter;
@@ -315,7 +346,7 @@ impl Context {
 
     /// Rebuild every resolve upstream's view that needs it.
     pub fn refresh_all(&self, force: bool) {
-        for i in 0..self.resolve.len() {
+        for i in 0..self.ups.len() {
             self.refresh(i, force);
         }
     }
@@ -328,8 +359,8 @@ impl Context {
     /// one the view does not know is new since (it starts at
     /// `default_down`) or, when the view is current, has no slot (never
     /// skipped).
-    pub fn resolved_down(&self, i: usize, peer: usize) -> bool {
-        let (Some(zone), Some(r)) = (self.zone.as_ref(), self.resolve.get(i)) else {
+    pub fn down(&self, i: usize, peer: usize) -> bool {
+        let (Some(zone), Some(r)) = (self.zone.as_ref(), self.ups.get(i)) else {
             return false;
         };
         let Ok(view) = self.view.try_borrow() else {
@@ -358,18 +389,10 @@ impl Context {
         view.seen.get(i) != Some(&r.counter()) && r.check.conf.default_down
     }
 
-    /// Bring the view of the upstream whose srv conf is `srv` up to date
-    /// (before a selection: no list is locked).
-    pub fn refresh_srv(&self, srv: usize) {
-        if let Some(r) = self.resolve_index(srv) {
-            self.refresh(r, false);
-        }
-    }
-
     /// The slot of the resolved peer whose `sockaddr` field is `sockaddr`,
     /// in resolve upstream `i`, if the view is current.
-    pub fn resolved_by_addr(&self, i: usize, sockaddr: usize) -> Option<u32> {
-        let r = self.resolve.get(i)?;
+    pub fn slot_by_addr(&self, i: usize, sockaddr: usize) -> Option<u32> {
+        let r = self.ups.get(i)?;
         let view = self.view.try_borrow().ok()?;
         if view.seen.get(i) != Some(&r.counter()) {
             return None;
@@ -386,8 +409,8 @@ impl Context {
     ///
     /// # Safety
     /// The caller holds that list's write lock.
-    pub unsafe fn apply_resolved(&self, i: usize, list: u32, down_bit: ngx_uint_t) -> bool {
-        let (Some(zone), Some(r)) = (self.zone.as_ref(), self.resolve.get(i)) else {
+    pub unsafe fn apply(&self, i: usize, list: u32, down_bit: ngx_uint_t) -> bool {
+        let (Some(zone), Some(r)) = (self.zone.as_ref(), self.ups.get(i)) else {
             return true;
         };
         let Ok(view) = self.view.try_borrow() else {
@@ -417,24 +440,10 @@ impl Context {
         true
     }
 
-    /// Every target of the context: the configured peers', then the
-    /// resolved addresses' (views brought up to date first).
-    pub fn each_target(&self, mut f: impl FnMut(&Target)) {
-        self.refresh_all(false);
-        for t in &self.targets {
-            f(t);
-        }
-        if let Ok(view) = self.view.try_borrow() {
-            for d in view.targets.iter().flatten() {
-                f(&d.target);
-            }
-        }
-    }
-
     /// The resolved addresses without a slot, with their upstream's check.
     pub fn each_unchecked(&self, mut f: impl FnMut(&ResolveUps, &Unchecked)) {
         if let Ok(view) = self.view.try_borrow() {
-            for (r, list) in self.resolve.iter().zip(&view.unchecked) {
+            for (r, list) in self.ups.iter().zip(&view.unchecked) {
                 for u in list {
                     f(r, u);
                 }
@@ -442,6 +451,3 @@ impl Context {
         }
     }
 }
-
-/// The view type as `Context` holds it.
-pub type ViewCell = RefCell<View>;

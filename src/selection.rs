@@ -1,5 +1,5 @@
 //! The module's part in each selection of a checked upstream besides the
-//! patch's hook (README: Stock mode, Passive failures).
+//! patch's hook (docs/stock-mode.md; docs/directives.md, check: passive_fall).
 //!
 //! - **Stock mode.** In an nginx without the patch the balancers look at
 //!   nothing but `peer->down`, so the module keeps that flag in step with
@@ -16,59 +16,20 @@
 //! pool.
 
 use core::ffi::c_void;
-use core::ptr;
-use core::sync::atomic::{AtomicBool, Ordering};
 
 use ngx::ffi::{
     ngx_event_free_peer_pt, ngx_event_get_peer_pt, ngx_event_notify_peer_pt,
     ngx_event_save_peer_session_pt, ngx_event_set_peer_session_pt, ngx_http_request_t,
-    ngx_http_upstream_init_peer_pt, ngx_http_upstream_srv_conf_t, ngx_int_t, ngx_log_t,
-    ngx_peer_connection_t, ngx_pool_t, ngx_stream_session_t, ngx_stream_upstream_init_peer_pt,
-    ngx_stream_upstream_srv_conf_t, ngx_uint_t, NGX_ERROR, NGX_LOG_NOTICE, NGX_OK,
+    ngx_http_upstream_srv_conf_t, ngx_int_t, ngx_peer_connection_t, ngx_pool_t,
+    ngx_stream_session_t, ngx_stream_upstream_srv_conf_t, ngx_uint_t, NGX_ERROR, NGX_OK,
 };
 
 use crate::conf::UpsConf;
-use crate::ffi::{self, guard};
-use crate::hooks;
+use crate::enforce::{stock, Wrapped};
+use crate::ffi::guard;
 use crate::process;
 use crate::upstream::UpstreamRef;
 use healthcheck_core::status::Group;
-
-/// Whether each context (http, stream) runs in stock mode; decided at
-/// preconfiguration, from the hook symbols.
-static STOCK: [AtomicBool; 2] = [AtomicBool::new(false), AtomicBool::new(false)];
-
-/// The notice of stock mode is logged once per process.
-static NOTICE: AtomicBool = AtomicBool::new(false);
-
-/// Decide how `proto` enforces checks in this nginx: with the patch's hook
-/// when its symbols are there, else in stock mode (logged once).
-pub fn detect(proto: Group, log: *mut ngx_log_t) {
-    let stock = !hooks::present(proto);
-    STOCK[proto as usize].store(stock, Ordering::Relaxed);
-    if stock && !NOTICE.swap(true, Ordering::Relaxed) {
-        ffi::log(
-            NGX_LOG_NOTICE,
-            log,
-            format_args!(
-                "ngx_healthcheck_module: nginx has no balancer hook patch, enforcing checks \
-                 through the peers' \"down\" flag"
-            ),
-        );
-    }
-}
-
-/// Whether `proto` runs in stock mode.
-pub fn stock(proto: Group) -> bool {
-    STOCK[proto as usize].load(Ordering::Relaxed)
-}
-
-/// The upstream's own `peer.init`, which ours calls.
-#[derive(Clone, Copy)]
-pub enum Wrapped {
-    Http(ngx_http_upstream_init_peer_pt),
-    Stream(ngx_stream_upstream_init_peer_pt),
-}
 
 /// Wrap `peer.init` of every checked upstream that needs it: all of them
 /// in stock mode, those with `passive_fall` otherwise. Runs at the end of
@@ -85,7 +46,7 @@ pub unsafe fn wrap(proto: Group, ups: &[UpstreamRef]) {
         let Some(c) = (unsafe { conf.as_mut() }) else {
             continue;
         };
-        let Some(check) = &c.check else { continue };
+        let Some(check) = c.check.get() else { continue };
         if !stock && check.passive_fall == 0 && u.resolve_lines == 0 || c.wrapped.is_some() {
             continue;
         }
@@ -113,15 +74,8 @@ pub unsafe fn wrap(proto: Group, ups: &[UpstreamRef]) {
 /// # Safety
 /// `srv_conf` is an upstream's srv_conf array of `proto`.
 unsafe fn ups_conf<'a>(srv_conf: *mut *mut c_void, proto: Group) -> Option<&'a UpsConf> {
-    // SAFETY: module indices are fixed once modules are loaded.
-    let index = unsafe {
-        match proto {
-            Group::Http => (*ptr::addr_of!(crate::ngx_http_upstream_check_module)).ctx_index,
-            Group::Stream => (*ptr::addr_of!(crate::ngx_stream_upstream_check_module)).ctx_index,
-        }
-    };
-    // SAFETY: the array has an entry per module of the context.
-    unsafe { (*srv_conf.add(index)).cast::<UpsConf>().as_ref() }
+    // SAFETY: per the contract; our create_srv_conf made the entry.
+    unsafe { crate::modules::srv_conf::<UpsConf>(srv_conf, proto).as_ref() }
 }
 
 /// What happens before the balancer's own `peer.init`: stock mode applies
@@ -130,10 +84,10 @@ fn before(proto: Group, srv: usize, conf: &UpsConf) -> bool {
     if stock(proto) {
         process::with(|w| w.context(proto).apply(srv));
     } else {
-        // Resolved peers: the view the hook reads (README: Resolved servers).
+        // Resolved peers: the view the hook reads (docs/resolved.md).
         process::with(|w| w.context(proto).refresh_srv(srv));
     }
-    conf.check.as_ref().is_some_and(|c| c.passive_fall > 0)
+    conf.check.get().is_some_and(|c| c.passive_fall > 0)
 }
 
 unsafe extern "C" fn http_init_peer(

@@ -1,7 +1,7 @@
-//! `check_state_file` (README: check_state_file): the file is read when a
-//! zone starts without a previous one (a start or a binary upgrade), and
-//! written by one process, worker 0, while it holds the lock on
-//! `PATH.lock`.
+//! Writing `check_state_file` (docs/operations.md, State file): one
+//! process, worker 0, writes the file while it holds the lock on
+//! `PATH.lock`; `crate::shm` reads it when a zone starts without a previous
+//! one (a start or a binary upgrade).
 //!
 //! Writing: a timer every [`TICK_MS`] compares a fingerprint of every
 //! peer's saved fields with the last one written and, when it moved,
@@ -25,10 +25,9 @@
 
 use core::ffi::c_void;
 use core::ptr::NonNull;
-use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::fs::{self, File, OpenOptions};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::io::AsRawFd;
@@ -43,7 +42,7 @@ use ngx::ffi::{
 };
 
 use crate::ffi::{self, guard};
-use crate::shm::{Slot, Zone};
+use crate::shm::Zone;
 use crate::worker::Context;
 
 /// How often the writer looks for changes, ms.
@@ -57,87 +56,6 @@ fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
     let mut s = path.as_os_str().to_owned();
     s.push(suffix);
     PathBuf::from(s)
-}
-
-/// Read `path` and take its saved state into the matching `slots` of a
-/// zone just filled. Anything wrong with the file is a `warn` and leaves
-/// the slots as they are.
-pub fn restore(log: *mut ngx_log_t, path: &[u8], group: Group, slots: &[Slot]) {
-    let path = path_of(path);
-    let shown = path.display();
-    let mut wanted: HashMap<u64, usize> = HashMap::new();
-    for s in slots {
-        *wanted
-            .entry(s.identity.load(Ordering::Relaxed))
-            .or_default() += 1;
-    }
-    let limit = sf::max_file_bytes(slots.len());
-    let bytes = match File::open(&path) {
-        Ok(f) => {
-            let mut bytes = Vec::new();
-            // One byte over the limit tells a file that is too large.
-            match f.take(limit as u64 + 1).read_to_end(&mut bytes) {
-                Ok(_) if bytes.len() > limit => {
-                    warn(
-                        log,
-                        format_args!(
-                            "check_state_file \"{shown}\" ignored: larger than {limit} bytes, \
-                             more than {} peers can need; {} peers start as configured",
-                            slots.len(),
-                            group.as_str()
-                        ),
-                    );
-                    return;
-                }
-                Ok(_) => bytes,
-                Err(e) => {
-                    warn(
-                        log,
-                        format_args!("check_state_file \"{shown}\" ignored: cannot read it: {e}"),
-                    );
-                    return;
-                }
-            }
-        }
-        Err(e) => {
-            warn(
-                log,
-                format_args!(
-                    "check_state_file \"{shown}\" not read: {e}; {} peers start as configured",
-                    group.as_str()
-                ),
-            );
-            return;
-        }
-    };
-    match sf::parse(&bytes, group, &wanted) {
-        Ok(mut saved) => {
-            let mut n = 0;
-            for s in slots {
-                if let Some(e) = saved.take(s.identity.load(Ordering::Relaxed)) {
-                    s.restore(&e);
-                    n += 1;
-                }
-            }
-            ffi::log(
-                NGX_LOG_NOTICE,
-                log,
-                format_args!(
-                    "check_state_file \"{shown}\": {n} of {} {} peers start as saved ({} saved)",
-                    slots.len(),
-                    group.as_str(),
-                    saved.lines
-                ),
-            );
-        }
-        Err(e) => warn(
-            log,
-            format_args!(
-                "check_state_file \"{shown}\" ignored: {e}; {} peers start as configured",
-                group.as_str()
-            ),
-        ),
-    }
 }
 
 fn warn(log: *mut ngx_log_t, args: core::fmt::Arguments<'_>) {

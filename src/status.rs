@@ -73,7 +73,7 @@ impl Row {
     pub(crate) fn copy(
         group: Group,
         context: &crate::worker::Context,
-        t: &crate::worker::Target,
+        t: &crate::target::Target,
         names: &mut Vec<u8>,
     ) -> Row {
         let snap = context
@@ -303,15 +303,15 @@ impl Job {
         }
         // Then the context's resolved addresses (their views brought up to
         // date: nginx may have changed them since the last look).
-        context.refresh_all(false);
-        if let Ok(view) = context.view.try_borrow() {
+        context.resolved.refresh_all(false);
+        if let Ok(view) = context.resolved.view.try_borrow() {
             for d in view.targets.iter().flatten() {
                 let row = Row::copy(group, context, &d.target, &mut self.names);
                 self.rows.push(row);
             }
         }
         let mut next = context.zone.as_ref().map_or(0, |z| z.slots().len() as u32);
-        context.each_unchecked(|r, u| {
+        context.resolved.each_unchecked(|r, u| {
             let row = Row::unchecked(group, next, r, u, &mut self.names);
             next += 1;
             self.rows.push(row);
@@ -605,10 +605,8 @@ unsafe fn handle(r: &mut ngx_http_request_t) -> ngx_int_t {
 /// # Safety
 /// `r` is a live request.
 unsafe fn status_format(r: &ngx_http_request_t) -> Option<StatusConf> {
-    // SAFETY: the module's index, set when nginx loaded it.
-    let index = unsafe { (*ptr::addr_of!(crate::ngx_http_upstream_check_module)).ctx_index };
     // SAFETY: loc_conf holds one entry per http module.
-    let lcf = unsafe { *r.loc_conf.add(index) }.cast::<crate::conf::LocConf>();
+    let lcf = unsafe { crate::modules::loc_conf::<crate::conf::LocConf>(r.loc_conf) };
     // SAFETY: our loc conf, allocated by create_loc_conf.
     unsafe { lcf.as_ref() }.and_then(|c| c.status)
 }

@@ -1,9 +1,10 @@
 //! The `check_ssl_*` directives and the SSL contexts of TLS checks
-//! (README: TLS checks).
+//! (docs/tls.md).
 //!
-//! Each directive stores its value in the upstream's `TlsConf`; once the
-//! context's configuration is complete (`build_contexts`, after the
-//! cross-directive rules passed), every upstream with a TLS check gets an
+//! Each directive stores its value in the upstream's `TlsConf` (the
+//! commands' offset selects it in the upstream's conf); once the context's
+//! configuration is complete (`build_contexts`, after the cross-directive
+//! rules passed), every upstream with a TLS check gets an
 //! `ngx_ssl_t`, one per distinct set of settings, made by nginx's own SSL
 //! layer in the configuration pool with nginx's cleanup: it lives as long
 //! as the cycle that made it, in every process that uses it (OpenSSL counts
@@ -21,10 +22,8 @@ use ngx::ffi::{
     ngx_ssl_create, ngx_ssl_t, ngx_ssl_trusted_certificate, ngx_str_t, ngx_uint_t, NGX_OK,
 };
 
-use crate::conf::{directive, UpsConf};
+use crate::directive::run;
 use crate::ffi::ConfLoc;
-use crate::upstream::UpstreamRef;
-use crate::worker::TlsCheck;
 
 // The protocol bits of core are nginx's.
 const _: () = {
@@ -95,46 +94,26 @@ impl TlsConf {
     }
 }
 
-/// The worker's view of an upstream's TLS settings; `None` without a TLS
-/// check (or before its context was made).
-pub fn check_settings(c: &UpsConf) -> Option<TlsCheck> {
-    c.check.as_ref().filter(|k| k.check_type.is_tls())?;
-    let t = &c.tls;
-    Some(TlsCheck {
-        ssl: t.ssl?.as_ptr(),
-        server_name: t.server_name.unwrap_or(true),
-        name: t.name.clone(),
-        verify: t.verify.unwrap_or(false),
-        session_reuse: t.session_reuse.unwrap_or(true),
-    })
-}
-
-/// Make the SSL contexts of the context's TLS checks. nginx logs what it
-/// refuses (an unreadable certificate, key or CA file) at `emerg`.
+/// Make the SSL contexts of the context's TLS checks, one per distinct set
+/// of settings among `confs` (the `TlsConf` of each upstream whose check
+/// is TLS). nginx logs what it refuses (an unreadable certificate, key or
+/// CA file) at `emerg`.
 ///
 /// # Safety
-/// `cf` is the configuration being finished; `ups` its upstreams.
-pub unsafe fn build_contexts(cf: *mut ngx_conf_t, ups: &[UpstreamRef]) -> Result<(), ()> {
-    let mut made: Vec<(usize, NonNull<ngx_ssl_t>)> = Vec::new();
-    for (i, u) in ups.iter().enumerate() {
-        // SAFETY: our srv conf, in the configuration pool.
-        let Some(c) = (unsafe { u.conf.as_mut() }) else {
-            continue;
-        };
-        if !c.check.as_ref().is_some_and(|k| k.check_type.is_tls()) {
-            continue;
-        }
-        let same = made.iter().find(|&&(j, _)| {
-            // SAFETY: as above; `j` is an earlier index.
-            unsafe { (*ups[j].conf).tls.key() == c.tls.key() }
-        });
-        let ssl = match same {
-            Some(&(_, s)) => s,
+/// `cf` is the configuration being finished.
+pub unsafe fn build_contexts<'a>(
+    cf: *mut ngx_conf_t,
+    confs: impl Iterator<Item = &'a mut TlsConf>,
+) -> Result<(), ()> {
+    let mut made: Vec<&'a TlsConf> = Vec::new();
+    for t in confs {
+        let ssl = match made.iter().find(|m| m.key() == t.key()).and_then(|m| m.ssl) {
+            Some(s) => s,
             // SAFETY: per the contract.
-            None => unsafe { create(cf, &c.tls)? },
+            None => unsafe { create(cf, t)? },
         };
-        made.push((i, ssl));
-        c.tls.ssl = Some(ssl);
+        t.ssl = Some(ssl);
+        made.push(t);
     }
     Ok(())
 }
@@ -229,27 +208,27 @@ unsafe fn create(cf: *mut ngx_conf_t, t: &TlsConf) -> Result<NonNull<ngx_ssl_t>,
 /// its position kept for the cross-directive messages.
 ///
 /// # Safety
-/// nginx's directive contract (`conf` is our `UpsConf`).
+/// nginx's directive contract (the command's offset selects our
+/// `TlsConf` in the upstream's conf).
 unsafe fn tls_directive(
     cf: *mut ngx_conf_t,
+    cmd: *mut ngx_command_t,
     conf: *mut c_void,
     name: &'static str,
     is_set: fn(&TlsConf) -> bool,
-    set: impl FnOnce(&mut TlsConf, &[&[u8]]) -> Result<(), String>,
+    set: impl FnOnce(&mut TlsConf, &[&[u8]]) -> Result<(), ConfError>,
 ) -> *mut c_char {
     // SAFETY: per the contract.
     unsafe {
-        directive::<UpsConf>(
-            cf,
-            conf,
-            |c| is_set(&c.tls),
-            |cf, c, args| {
-                set(&mut c.tls, args)?;
-                // SAFETY: inside a directive handler.
-                c.tls.locs.push((name, ConfLoc::here(cf)));
-                Ok(())
-            },
-        )
+        run::<TlsConf>(cf, cmd, conf, |cf, t, args| {
+            if is_set(t) {
+                return Err(ConfError(format!("\"{name}\" directive is duplicate")));
+            }
+            set(t, args)?;
+            // SAFETY: inside a directive handler.
+            t.locs.push((name, ConfLoc::here(cf)));
+            Ok(())
+        })
     }
 }
 
@@ -258,14 +237,14 @@ macro_rules! tls_directives {
         #[doc = concat!("`", $name, "` in an upstream block.")]
         pub unsafe extern "C" fn $fn(
             cf: *mut ngx_conf_t,
-            _cmd: *mut ngx_command_t,
+            cmd: *mut ngx_command_t,
             conf: *mut c_void,
         ) -> *mut c_char {
             // SAFETY: nginx's directive contract.
             unsafe {
-                tls_directive(cf, conf, $name, |t| t.$field.is_some(), |t, args| {
+                tls_directive(cf, cmd, conf, $name, |t| t.$field.is_some(), |t, args| {
                     let parse: fn(&'static str, &[&[u8]]) -> Result<_, ConfError> = $parse;
-                    t.$field = Some(parse($name, args).map_err(|e| e.to_string())?);
+                    t.$field = Some(parse($name, args)?);
                     Ok(())
                 })
             }

@@ -8,12 +8,13 @@ use core::ffi::c_void;
 
 use core::mem::size_of;
 
+use healthcheck_core::status::Group;
 use ngx::ffi::{
-    ngx_array_t, ngx_atomic_t, ngx_module_t, ngx_str_t, ngx_uint_t, sockaddr, sockaddr_in,
-    sockaddr_in6, socklen_t, AF_INET, AF_INET6, AF_UNIX,
+    ngx_array_t, ngx_atomic_t, ngx_str_t, ngx_uint_t, sockaddr, sockaddr_in, sockaddr_in6,
+    socklen_t, AF_INET, AF_INET6, AF_UNIX,
 };
 
-use crate::conf::{UpsConf, UpstreamBlock};
+use crate::conf::UpsConf;
 use crate::ffi::str_bytes;
 
 /// One checked peer: a resolved address of a non-`down` server line.
@@ -106,33 +107,8 @@ impl UpstreamRef {
     }
 }
 
-impl UpstreamBlock for UpstreamRef {
-    fn conf(&self) -> &UpsConf {
-        UpstreamRef::conf(self)
-    }
-
-    fn name_bytes(&self) -> &[u8] {
-        UpstreamRef::name_bytes(self)
-    }
-
-    fn peer_facts(&self) -> Vec<healthcheck_core::conf::PeerFacts<'_>> {
-        self.peers
-            .iter()
-            .map(|p| healthcheck_core::conf::PeerFacts {
-                name: p.name_bytes(),
-                port: p.port(),
-                unix: p.is_unix(),
-            })
-            .collect()
-    }
-
-    fn resolve_lines(&self) -> usize {
-        self.resolve_lines
-    }
-}
-
 // Peers nginx 1.27.3+ creates at run time for `server ... resolve` have a
-// `host`; they are not checked (README: Limits) and never get a slot.
+// `host`; they are not checked here (docs/resolved.md) and never get a slot.
 #[cfg(ngx_version_at_least = "1.27.3")]
 macro_rules! resolved {
     ($peer:expr) => {
@@ -172,7 +148,8 @@ macro_rules! templates {
 const DRAINING: u64 = 8;
 
 macro_rules! walk {
-    ($umcf:expr, $uscf_t:ty, $peers_t:ty, $server_t:ty, $stock:expr, $module:expr) => {{
+    ($umcf:expr, $uscf_t:ty, $peers_t:ty, $server_t:ty, $group:expr) => {{
+        let stock = crate::enforce::stock($group);
         let mut out = Vec::new();
         let upstreams: &ngx_array_t = &(*$umcf).upstreams;
         let list =
@@ -184,7 +161,7 @@ macro_rules! walk {
             if uscf.srv_conf.is_null() {
                 continue;
             }
-            let conf = *uscf.srv_conf.add($module.ctx_index) as *mut UpsConf;
+            let conf = crate::modules::srv_conf::<UpsConf>(uscf.srv_conf, $group);
             let Some(c) = conf.as_ref() else { continue };
             let mut peers = Vec::new();
             let mut lists = Vec::new();
@@ -193,7 +170,7 @@ macro_rules! walk {
             let mut backup = false;
             let mut resolve_lines = 0;
             let mut config = core::ptr::null();
-            while let Some(g) = group.as_mut().filter(|_| c.check.is_some()) {
+            while let Some(g) = group.as_mut().filter(|_| c.check.is_set()) {
                 let (n, counter) = templates!(g);
                 // (At configuration time the lists are not in the zone yet
                 // and have no counter; workers see the zone's.)
@@ -217,7 +194,7 @@ macro_rules! walk {
                 // configuration: in stock mode a zone's peer may still
                 // carry the bit an earlier worker set (one that died).
                 let servers: &[$server_t] = match uscf.servers.as_ref() {
-                    Some(a) if $stock && !g.shpool.is_null() && !a.elts.is_null() => {
+                    Some(a) if stock && !g.shpool.is_null() && !a.elts.is_null() => {
                         core::slice::from_raw_parts(a.elts as *const $server_t, a.nelts)
                     }
                     _ => &[],
@@ -265,46 +242,46 @@ macro_rules! walk {
     }};
 }
 
-/// The checked upstreams of the http context, in configuration order.
+/// The upstreams of a context (checked ones with their peers), in
+/// configuration order, read from the context's `main_conf` array.
 ///
 /// # Safety
-/// `umcf` must be the `ngx_http_upstream_module` main conf, after its
-/// `init_main_conf` ran (peers exist).
-pub unsafe fn http_upstreams(
-    umcf: *const ngx::ffi::ngx_http_upstream_main_conf_t,
-    module: &ngx_module_t,
-) -> Vec<UpstreamRef> {
-    // SAFETY: per the function's contract.
-    unsafe {
-        walk!(
-            umcf,
-            ngx::ffi::ngx_http_upstream_srv_conf_t,
-            ngx::ffi::ngx_http_upstream_rr_peers_t,
-            ngx::ffi::ngx_http_upstream_server_t,
-            crate::selection::stock(healthcheck_core::status::Group::Http),
-            module
-        )
+/// `main_conf` is the `main_conf` array of `group`'s configuration, or
+/// NULL, after the upstream module's `init_main_conf` ran (peers exist).
+pub unsafe fn of_context(group: Group, main_conf: *mut *mut c_void) -> Vec<UpstreamRef> {
+    if main_conf.is_null() {
+        return Vec::new();
     }
-}
-
-/// The checked upstreams of the stream context, in configuration order.
-///
-/// # Safety
-/// As for [`http_upstreams`], for `ngx_stream_upstream_module`.
-pub unsafe fn stream_upstreams(
-    umcf: *const ngx::ffi::ngx_stream_upstream_main_conf_t,
-    module: &ngx_module_t,
-) -> Vec<UpstreamRef> {
-    // SAFETY: per the function's contract.
+    // SAFETY: the arrays hold one entry per module of the context; the
+    // upstream module's is its main conf.
     unsafe {
-        walk!(
-            umcf,
-            ngx::ffi::ngx_stream_upstream_srv_conf_t,
-            ngx::ffi::ngx_stream_upstream_rr_peers_t,
-            ngx::ffi::ngx_stream_upstream_server_t,
-            crate::selection::stock(healthcheck_core::status::Group::Stream),
-            module
-        )
+        match group {
+            Group::Http => {
+                let umcf = (*main_conf.add(ngx::ffi::ngx_http_upstream_module.ctx_index))
+                    .cast::<ngx::ffi::ngx_http_upstream_main_conf_t>();
+                walk!(
+                    umcf,
+                    ngx::ffi::ngx_http_upstream_srv_conf_t,
+                    ngx::ffi::ngx_http_upstream_rr_peers_t,
+                    ngx::ffi::ngx_http_upstream_server_t,
+                    Group::Http
+                )
+            }
+            Group::Stream => {
+                let Some((_, upstream)) = crate::stream_link::module_indices() else {
+                    return Vec::new();
+                };
+                let umcf =
+                    (*main_conf.add(upstream)).cast::<ngx::ffi::ngx_stream_upstream_main_conf_t>();
+                walk!(
+                    umcf,
+                    ngx::ffi::ngx_stream_upstream_srv_conf_t,
+                    ngx::ffi::ngx_stream_upstream_rr_peers_t,
+                    ngx::ffi::ngx_stream_upstream_server_t,
+                    Group::Stream
+                )
+            }
+        }
     }
 }
 
@@ -379,11 +356,10 @@ macro_rules! copy_resolved {
 /// running cycle.
 #[cfg(ngx_version_at_least = "1.27.3")]
 pub unsafe fn resolved_peers(
-    proto: healthcheck_core::status::Group,
+    proto: Group,
     lists: &[*const c_void],
     locks: &[*mut ngx_atomic_t],
 ) -> Vec<ResolvedPeer> {
-    use healthcheck_core::status::Group;
     let mut out = Vec::new();
     // SAFETY: per the function's contract.
     unsafe {
@@ -405,7 +381,7 @@ pub unsafe fn resolved_peers(
 /// None needed; as the other version's.
 #[cfg(not(ngx_version_at_least = "1.27.3"))]
 pub unsafe fn resolved_peers(
-    _proto: healthcheck_core::status::Group,
+    _proto: Group,
     _lists: &[*const c_void],
     _locks: &[*mut ngx_atomic_t],
 ) -> Vec<ResolvedPeer> {
@@ -416,11 +392,7 @@ pub unsafe fn resolved_peers(
 ///
 /// # Safety
 /// `peer` is a live rr peer of `proto` (its list locked by the caller).
-pub unsafe fn peer_sockaddr<'a>(
-    proto: healthcheck_core::status::Group,
-    peer: *const c_void,
-) -> &'a [u8] {
-    use healthcheck_core::status::Group;
+pub unsafe fn peer_sockaddr<'a>(proto: Group, peer: *const c_void) -> &'a [u8] {
     // SAFETY: per the function's contract.
     unsafe {
         let (sa, len) = match proto {

@@ -74,20 +74,20 @@ macro_rules! since_1_27_3 {
 /// make vnswrr the upstream's balancer.
 pub unsafe extern "C" fn ngx_upstream_vnswrr(
     cf: *mut ngx_conf_t,
-    _cmd: *mut ngx_command_t,
+    cmd: *mut ngx_command_t,
     conf: *mut c_void,
 ) -> *mut c_char {
     // SAFETY: nginx's directive contract.
     let rv = unsafe {
-        crate::conf::directive::<UpsConf>(
-            cf,
-            conf,
-            |c| c.vnswrr.is_some(),
-            |_, c, args| {
-                c.vnswrr = Some(parse_vnswrr(args).map_err(|e| e.to_string())?);
-                Ok(())
-            },
-        )
+        crate::directive::run::<UpsConf>(cf, cmd, conf, |_, c, args| {
+            if c.vnswrr.is_some() {
+                return Err(healthcheck_core::conf::ConfError(
+                    "\"vnswrr\" directive is duplicate".into(),
+                ));
+            }
+            c.vnswrr = Some(parse_vnswrr(args)?);
+            Ok(())
+        })
     };
     if rv != NGX_CONF_OK {
         return rv;
@@ -162,14 +162,11 @@ unsafe fn set_method(cf: *mut ngx_conf_t) -> *mut c_char {
 /// Our srv conf of an upstream.
 ///
 /// # Safety
-/// `srv_conf` is an upstream's srv_conf array; `ctx_index` our module's.
-unsafe fn ups_conf<'a>(srv_conf: *mut *mut c_void, ctx_index: usize) -> Option<&'a mut UpsConf> {
-    if srv_conf.is_null() {
-        return None;
-    }
+/// `srv_conf` is an upstream's srv_conf array of `group`, or NULL.
+unsafe fn ups_conf<'a>(srv_conf: *mut *mut c_void, group: HttpOrStream) -> Option<&'a mut UpsConf> {
     // SAFETY: per the contract; our create_srv_conf allocated an UpsConf
-    // that lives in the cycle pool.
-    unsafe { (*srv_conf.add(ctx_index)).cast::<UpsConf>().as_mut() }
+    // there.
+    unsafe { crate::modules::srv_conf::<UpsConf>(srv_conf, group).as_mut() }
 }
 
 /// What a request needs from its session (http request or stream session).
@@ -275,7 +272,6 @@ macro_rules! balancer {
         peer: $peer_t:ty,
         peer_data: $rrp_t:ty,
         session: $sess_t:ty,
-        module: $module:ident,
         round_robin: $($rr:ident)::+,
         init_round_robin: $init_rr:ident,
         init_round_robin_peer: $init_rr_peer:ident,
@@ -331,9 +327,7 @@ macro_rules! balancer {
                     return NGX_ERROR as ngx_int_t;
                 };
                 // SAFETY: an upstream block's srv_conf array.
-                let index = unsafe { (*ptr::addr_of!(crate::$module)).ctx_index };
-                // SAFETY: as above.
-                let Some(conf) = (unsafe { ups_conf(us.srv_conf, index) }) else {
+                let Some(conf) = (unsafe { ups_conf(us.srv_conf, $proto) }) else {
                     return NGX_ERROR as ngx_int_t;
                 };
                 let max_init = conf.vnswrr.map_or(0, |v| v.max_init);
@@ -391,8 +385,7 @@ macro_rules! balancer {
             unsafe fn init_peer(s: *mut $sess_t, us: *mut $uscf_t) -> ngx_int_t {
                 // SAFETY: an upstream configured by `init_upstream` above.
                 let balancer = unsafe {
-                    let index = (*ptr::addr_of!(crate::$module)).ctx_index;
-                    ups_conf((*us).srv_conf, index)
+                    ups_conf((*us).srv_conf, $proto)
                         .and_then(|c| c.balancer.as_deref_mut())
                         .and_then(|b| b.downcast_mut::<Balancer>())
                         .map_or(ptr::null_mut(), |b| b as *mut Balancer)
@@ -739,7 +732,6 @@ balancer! {
     peer: ngx::ffi::ngx_http_upstream_rr_peer_t,
     peer_data: ngx::ffi::ngx_http_upstream_rr_peer_data_t,
     session: ngx_http_request_t,
-    module: ngx_http_upstream_check_module,
     round_robin: ngx::ffi,
     init_round_robin: ngx_http_upstream_init_round_robin,
     init_round_robin_peer: ngx_http_upstream_init_round_robin_peer,
@@ -758,7 +750,6 @@ balancer! {
     peer: ngx::ffi::ngx_stream_upstream_rr_peer_t,
     peer_data: ngx::ffi::ngx_stream_upstream_rr_peer_data_t,
     session: ngx_stream_session_t,
-    module: ngx_stream_upstream_check_module,
     // Found at run time: stream may be a module of its own (src/stream_link.rs).
     round_robin: crate::stream_link,
     init_round_robin: ngx_stream_upstream_init_round_robin,

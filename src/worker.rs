@@ -9,94 +9,18 @@
 use core::cell::Cell;
 use std::rc::Rc;
 
-use healthcheck_core::conf::{CheckConf, FailOpen, StatusClasses, BUFFER_SIZE_DEFAULT};
-use healthcheck_core::http::request::HttpRequest;
-use healthcheck_core::matcher::Test;
 use healthcheck_core::ptrmap::PtrMap;
-use healthcheck_core::reason::Reason;
 use ngx::ffi::{
-    ngx_atomic_t, ngx_log_t, ngx_rwlock_unlock, ngx_rwlock_wlock, ngx_str_t, ngx_uint_t,
-    NGX_LOG_WARN,
+    ngx_atomic_t, ngx_log_t, ngx_rwlock_unlock, ngx_rwlock_wlock, ngx_uint_t, NGX_LOG_WARN,
 };
 
-use crate::ffi::{self, str_bytes, unix_ms};
+use crate::ffi::{self, unix_ms};
 use crate::match_block::CompiledMatch;
-use crate::resolved::{ResolveUps, View, ViewCell};
+use crate::resolved::{ResolveUps, Resolved};
 use crate::shm::{Slot, Zone};
-use crate::upstream::{PeerRef, UpstreamRef};
+use crate::target::{Target, UpstreamCheck};
+use crate::upstream::UpstreamRef;
 use healthcheck_core::status::Group;
-
-/// An upstream's check settings, shared by its peers' targets and probes.
-pub struct UpstreamCheck {
-    pub conf: CheckConf,
-    /// `check_keepalive_requests` (default 10).
-    pub keepalive_requests: u32,
-    /// `type=http`: the request and the verdict's settings.
-    pub http: Option<HttpCheck>,
-    /// The `check_match` block of `match=`.
-    pub matcher: Option<Rc<CompiledMatch>>,
-    /// `check_buffer_size` (also what a send/expect check reads at most).
-    pub buffer_size: usize,
-    /// `check_fail_open`.
-    pub fail_open: FailOpen,
-    /// The upstream's checked peers: slot index and weight (the fail-open
-    /// share is by weight); its resolved addresses join and leave.
-    pub members: core::cell::RefCell<Vec<(u32, u32)>>,
-    /// The upstream's name (cycle pool).
-    pub upstream: ngx_str_t,
-    /// `type=https` / `type=tls`: the transport's settings.
-    pub tls: Option<TlsCheck>,
-}
-
-/// What a TLS check needs besides its SSL context's own settings.
-pub struct TlsCheck {
-    /// The upstream's SSL context (configuration pool).
-    pub ssl: *mut ngx::ffi::ngx_ssl_t,
-    /// `check_ssl_server_name`.
-    pub server_name: bool,
-    /// `check_ssl_name`.
-    pub name: Option<Vec<u8>>,
-    /// `check_ssl_verify`.
-    pub verify: bool,
-    /// `check_ssl_session_reuse`.
-    pub session_reuse: bool,
-}
-
-impl UpstreamCheck {
-    /// The reasons this check can fail with (the Prometheus page has one
-    /// failure series per reason listed).
-    pub fn failure_reasons(&self) -> &'static [Reason] {
-        let expects = self
-            .matcher
-            .as_ref()
-            .is_some_and(|m| m.block.tests.iter().any(|t| matches!(t, Test::Expect(_))));
-        self.conf.check_type.failure_reasons_with(expects)
-    }
-}
-
-/// What an http check sends and accepts.
-pub struct HttpCheck {
-    /// `check_http_send`, else built per peer from `request`.
-    pub send: Option<Vec<u8>>,
-    pub request: HttpRequest,
-    pub expect_alive: StatusClasses,
-}
-
-/// One checked peer as the worker sees it.
-pub struct Target {
-    /// Index in the status output and in the zone (per context).
-    pub index: u32,
-    pub upstream: ngx_str_t,
-    pub peer: PeerRef,
-    pub check: Rc<UpstreamCheck>,
-}
-
-impl Target {
-    pub fn upstream_bytes(&self) -> &[u8] {
-        // SAFETY: the upstream name lives in the cycle pool.
-        unsafe { str_bytes(&self.upstream) }
-    }
-}
 
 /// The checked peers of one context.
 #[derive(Default)]
@@ -120,13 +44,9 @@ pub struct Context {
     /// The zone was planned for another peer list (slots, peers): a broken
     /// invariant, reported by `process::init`; the context checks nothing.
     pub mismatch: Option<(usize, usize)>,
-    pub group: Group,
-    /// Checked upstreams with `resolve` servers (`crate::resolved`).
-    pub resolve: Vec<ResolveUps>,
-    /// Their addresses as this worker knows them.
-    pub view: ViewCell,
-    /// `resolved::quarantine_ms` of the context.
-    pub quarantine_ms: u64,
+    /// Checked upstreams with `resolve` servers and their addresses
+    /// (`crate::resolved`).
+    pub resolved: Resolved,
 }
 
 /// The bit of `peer->down` stock mode sets: the value of the `down`
@@ -152,90 +72,6 @@ struct Selection {
     resolve: Option<u32>,
 }
 
-/// Enter or leave fail-open for `check`'s upstream when its check-up
-/// share (by weight) crossed the threshold; logs the change at `warn`.
-/// Every slot of the upstream carries the flag (selection reads its own);
-/// the first slot's flag decides who logs.
-pub fn update_fail_open(zone: &Zone, check: &UpstreamCheck, log: *mut ngx_log_t) {
-    use core::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
-    if check.fail_open == FailOpen::Off {
-        return;
-    }
-    let Ok(members) = check.members.try_borrow() else {
-        return;
-    };
-    let Some(first) = members.first().and_then(|&(i, _)| zone.slot(i as usize)) else {
-        return;
-    };
-    // A few tries: another worker may change a peer meanwhile.
-    for _ in 0..4 {
-        let (mut up, mut total) = (0u64, 0u64);
-        for &(i, w) in members.iter() {
-            total += u64::from(w);
-            if zone
-                .slot(i as usize)
-                .is_some_and(|s| s.up.load(Relaxed) != 0)
-            {
-                up += u64::from(w);
-            }
-        }
-        let want = u32::from(check.fail_open.applies(up, total));
-        let now = first.fail_open.load(Acquire);
-        if now == want {
-            // Members that joined since (resolved addresses) carry it too.
-            let mut moved = false;
-            for &(i, _) in &members[1..] {
-                if let Some(s) = zone
-                    .slot(i as usize)
-                    .filter(|s| s.fail_open.load(Relaxed) != want)
-                {
-                    s.fail_open.store(want, Relaxed);
-                    moved = true;
-                }
-            }
-            if moved {
-                zone.header().note_change();
-            }
-            return;
-        }
-        if first
-            .fail_open
-            .compare_exchange(now, want, AcqRel, Acquire)
-            .is_err()
-        {
-            continue;
-        }
-        for &(i, _) in &members[1..] {
-            if let Some(s) = zone.slot(i as usize) {
-                s.fail_open.store(want, Relaxed);
-            }
-        }
-        zone.header().note_change();
-        let name = String::from_utf8_lossy(
-            // SAFETY: the upstream name lives in the cycle pool.
-            unsafe { str_bytes(&check.upstream) },
-        );
-        let threshold = match check.fail_open {
-            FailOpen::AtOrBelow(0) => "on".to_string(),
-            FailOpen::AtOrBelow(p) => format!("{p}%"),
-            FailOpen::Off => "off".to_string(),
-        };
-        ffi::log(
-            NGX_LOG_WARN,
-            log,
-            format_args!(
-                "upstream {name} {}: weight {up} of {total} of its checked peers is up \
-                 (check_fail_open {threshold})",
-                if want == 1 {
-                    "fails open, nginx's own max_fails decides alone"
-                } else {
-                    "no longer fails open, checks keep down peers out again"
-                },
-            ),
-        );
-    }
-}
-
 impl Context {
     /// The `resolve` index of the upstream whose srv conf is `srv`.
     pub fn resolve_index(&self, srv: usize) -> Option<usize> {
@@ -255,7 +91,7 @@ impl Context {
         if let Some(t) = self.targets.get(index as usize) {
             return Some(name(t));
         }
-        let view = self.view.try_borrow().ok()?;
+        let view = self.resolved.view.try_borrow().ok()?;
         let found = view
             .targets
             .iter()
@@ -278,46 +114,11 @@ impl Context {
         let mut resolve = Vec::new();
         let mut list_values = Vec::new();
         for u in upstreams {
-            let Some(conf) = &u.conf().check else {
+            let base = targets.len() as u32;
+            let Some(check) = UpstreamCheck::new(u, base, matches) else {
                 continue;
             };
-            let h = &u.conf().http;
-            let http = conf.check_type.is_http().then(|| {
-                let mut request = HttpRequest::default();
-                if let Some((method, uri)) = &h.request {
-                    request.method = method.clone();
-                    request.uri = uri.clone();
-                }
-                for (n, v) in &h.headers {
-                    request.set_header(n.clone(), v.clone());
-                }
-                HttpCheck {
-                    send: h.send.clone(),
-                    request,
-                    expect_alive: h.expect_alive.unwrap_or_default(),
-                }
-            });
-            let matcher = conf
-                .match_block
-                .as_ref()
-                .and_then(|name| matches.iter().find(|m| &m.block.name == name).cloned());
-            let check = Rc::new(UpstreamCheck {
-                conf: conf.clone(),
-                keepalive_requests: u.conf().keepalive_requests.unwrap_or(10),
-                http,
-                matcher,
-                buffer_size: h.buffer_size.unwrap_or(BUFFER_SIZE_DEFAULT),
-                fail_open: u.conf().fail_open.unwrap_or_default(),
-                members: core::cell::RefCell::new(
-                    (targets.len()..)
-                        .zip(&u.peers)
-                        .map(|(i, p)| (i as u32, p.weight))
-                        .collect(),
-                ),
-                upstream: u.name,
-                tls: crate::tls::check_settings(u.conf()),
-            });
-            let base = targets.len() as u32;
+            let check = Rc::new(check);
             let has_resolve = u.resolve_lines > 0 && !u.config.is_null();
             let resolve_index = has_resolve.then_some(resolve.len() as u32);
             if has_resolve {
@@ -368,8 +169,7 @@ impl Context {
         let zone = zone.filter(|z| z.room_start() == targets.len());
         let map = PtrMap::new(targets.iter().map(|t| (t.peer.peer as usize, t.index)));
         let lists = PtrMap::new(list_values);
-        let quarantine_ms = crate::resolved::quarantine_ms(&resolve);
-        let view = core::cell::RefCell::new(View::new(resolve.len()));
+        let resolved = Resolved::new(group, zone, resolve);
         Self {
             zone,
             targets,
@@ -380,10 +180,7 @@ impl Context {
             sels,
             sel_map: PtrMap::new(sel_map),
             mismatch,
-            group,
-            resolve,
-            view,
-            quarantine_ms,
+            resolved,
         }
     }
 
@@ -406,11 +203,11 @@ impl Context {
         // read locks, so before any write lock here).
         let resolve = self.resolve_index(srv);
         if let Some(r) = resolve {
-            self.refresh(r, false);
+            self.resolved.refresh(r, false);
         }
         let changes = zone.header().changes();
         let counter = resolve
-            .and_then(|r| self.resolve.get(r))
+            .and_then(|r| self.resolved.ups.get(r))
             .map_or(0, ResolveUps::counter);
         if sel.applied.get() == (changes, counter) {
             return;
@@ -436,7 +233,7 @@ impl Context {
             }
             if let Some(r) = resolve {
                 // SAFETY: the list's write lock is held (above).
-                current &= unsafe { self.apply_resolved(r, list as u32, DOWN_BIT) };
+                current &= unsafe { self.resolved.apply(r, list as u32, DOWN_BIT) };
             }
             if !lock.is_null() {
                 // SAFETY: locked above.
@@ -460,7 +257,7 @@ impl Context {
         let index = sel
             .by_addr
             .get(sockaddr)
-            .or_else(|| self.resolved_by_addr(sel.resolve? as usize, sockaddr));
+            .or_else(|| self.resolved.slot_by_addr(sel.resolve? as usize, sockaddr));
         let (Some(index), fall) = (index, sel.check.conf.passive_fall) else {
             return;
         };
@@ -489,7 +286,7 @@ impl Context {
                 ),
             );
         }
-        update_fail_open(zone, &sel.check, log);
+        sel.check.update_fail_open(zone, log);
     }
 
     /// Bring every upstream's fail-open state in line with its peers'
@@ -497,7 +294,7 @@ impl Context {
     pub fn settle_fail_open(&self, log: *mut ngx_log_t) {
         if let Some(zone) = &self.zone {
             for sel in &self.sels {
-                update_fail_open(zone, &sel.check, log);
+                sel.check.update_fail_open(zone, log);
             }
         }
     }
@@ -531,10 +328,34 @@ impl Context {
         let i = match self.map.get(addr) {
             Some(i) => i,
             // A resolve upstream's list: a resolved peer, or none of ours.
-            None if value >= 2 => return self.resolved_down(value as usize - 2, addr),
+            None if value >= 2 => return self.resolved.down(value as usize - 2, addr),
             None => return false,
         };
         zone.slot(i as usize).is_some_and(Slot::vetoed)
+    }
+}
+
+impl Context {
+    /// Bring the view of the upstream whose srv conf is `srv` up to date
+    /// (before a selection: no list is locked).
+    pub fn refresh_srv(&self, srv: usize) {
+        if let Some(r) = self.resolve_index(srv) {
+            self.resolved.refresh(r, false);
+        }
+    }
+
+    /// Every target of the context: the configured peers', then the
+    /// resolved addresses' (views brought up to date first).
+    pub fn each_target(&self, mut f: impl FnMut(&Target)) {
+        self.resolved.refresh_all(false);
+        for t in &self.targets {
+            f(t);
+        }
+        if let Ok(view) = self.resolved.view.try_borrow() {
+            for d in view.targets.iter().flatten() {
+                f(&d.target);
+            }
+        }
     }
 }
 

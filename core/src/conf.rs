@@ -272,6 +272,17 @@ impl FailOpen {
     }
 }
 
+impl fmt::Display for FailOpen {
+    /// As written in `check_fail_open`: `off`, `on` or `N%`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FailOpen::Off => f.write_str("off"),
+            FailOpen::AtOrBelow(0) => f.write_str("on"),
+            FailOpen::AtOrBelow(p) => write!(f, "{p}%"),
+        }
+    }
+}
+
 /// A validated `check` directive with every default filled in.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CheckConf {
@@ -397,6 +408,13 @@ mod tests {
         assert_eq!(printable(b"port=\xff\xfe1"), "port=\\xff\\xfe1");
         assert_eq!(printable(b"a\nb\x7f"), "a\\x0ab\\x7f");
         assert_eq!(printable(b""), "");
+    }
+
+    #[test]
+    fn fail_open_displays_as_written() {
+        assert_eq!(FailOpen::Off.to_string(), "off");
+        assert_eq!(FailOpen::AtOrBelow(0).to_string(), "on");
+        assert_eq!(FailOpen::AtOrBelow(25).to_string(), "25%");
     }
 
     #[test]

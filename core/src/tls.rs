@@ -35,6 +35,30 @@ pub fn sni<'a>(send: bool, explicit: Option<&'a [u8]>, host: &'a [u8]) -> Option
     (send && !name.is_empty() && !is_ip_literal(name)).then_some(name)
 }
 
+/// The message of one nginx error log line, without the time, level,
+/// process and connection prefix, at most `max` bytes of it, trailing
+/// white space removed: what a TLS check's log line quotes of nginx's own
+/// message about a failed handshake.
+///
+/// `2026/12/01 10:00:00 [info] 12#12: *3 SSL_do_handshake() failed (...)`
+/// gives `SSL_do_handshake() failed (...)`.
+pub fn logged_message(line: &[u8], max: usize) -> String {
+    let text = line
+        .windows(2)
+        .position(|w| w == b": ")
+        .map_or(line, |at| &line[at + 2..]);
+    let text = match text.strip_prefix(b"*") {
+        Some(rest) => rest
+            .iter()
+            .position(|&b| b == b' ')
+            .map_or(rest, |at| &rest[at + 1..]),
+        None => text,
+    };
+    String::from_utf8_lossy(&text[..text.len().min(max)])
+        .trim_end()
+        .to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -85,6 +109,20 @@ mod tests {
         assert_eq!(host_of_header(b"[::1]:443"), b"[::1]");
     }
 
+    #[test]
+    fn logged_message_drops_nginx_prefix() {
+        let line = b"2026/12/01 10:00:00 [info] 12#12: *3 SSL_do_handshake() failed (SSL: x)\n";
+        assert_eq!(
+            logged_message(line, 512),
+            "SSL_do_handshake() failed (SSL: x)"
+        );
+        assert_eq!(
+            logged_message(b"2026/12/01 10:00:00 [crit] 1#1: no connection", 512),
+            "no connection"
+        );
+        assert_eq!(logged_message(b"plain", 3), "pla");
+    }
+
     proptest! {
         #[test]
         fn dotted_quads_are_literals(a: u8, b: u8, c: u8, d: u8) {
@@ -94,7 +132,8 @@ mod tests {
         }
 
         #[test]
-        fn never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..40)) {
+        fn never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..40), max in 0usize..50) {
+            prop_assert!(logged_message(&bytes, max).len() <= 3 * max);
             let _ = is_ip_literal(&bytes);
             let _ = sni(true, None, &bytes);
             let _ = host_of_header(&bytes);

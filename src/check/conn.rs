@@ -109,11 +109,6 @@ impl Conn {
         }
     }
 
-    /// The connection's data pointer.
-    pub fn data(self) -> *mut c_void {
-        self.c().data
-    }
-
     /// Whether nginx is taking the connection back (`c->close`).
     pub fn closing(self) -> bool {
         self.c().close() != 0
@@ -436,8 +431,7 @@ impl Conn {
 }
 
 fn clear_errno() {
-    // SAFETY: errno is thread-local.
-    unsafe { *libc::__errno_location() = 0 };
+    ngx::ffi::ngx_set_socket_errno(0);
 }
 
 /// A failure of nginx's SSL layer that is no socket error (an alert, a

@@ -19,8 +19,8 @@ use healthcheck_core::matcher::{http_verdict, HeadView, RegexSet};
 use healthcheck_core::reason::Reason;
 
 use super::conn::{reason_of, Io};
-use super::round::{Outcome, Step};
-use super::{Cx, ProbeKind};
+use super::kind::{Cx, ProbeKind};
+use super::outcome::{Outcome, Step};
 use crate::match_block::CompiledMatch;
 
 /// Bytes read from the socket per `recv`.
@@ -77,10 +77,7 @@ impl Http {
             self.head_request,
             self.matcher.as_deref(),
         ));
-        cx.conn.del_timers();
-        let spent = cx.round.elapsed_ms();
-        cx.conn
-            .read_timer(cx.conf.timeout_ms.saturating_sub(spent).max(1));
+        cx.time_rest_of_round();
         self.send(cx)
     }
 

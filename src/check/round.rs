@@ -1,201 +1,213 @@
-//! The end of a round: its outcome, recording it in the peer's slot, the
-//! state-change and local-error log lines, and the next look at the
-//! schedule.
+//! The round driver: when a round is due and this worker may run it, how
+//! it goes from connect through the transport's handshake to the probe
+//! kind, and how it ends (recorded, the lease freed, the next look at the
+//! schedule armed). Everything here works through the probe's methods;
+//! `events` calls in with nginx's events.
 
-use core::ffi::c_int;
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::Ordering;
 
-use healthcheck_core::health::Transition;
-use healthcheck_core::reason::Reason;
-use healthcheck_core::schedule;
-use healthcheck_core::zone::{Flip, RoundResult};
-use ngx::ffi::{NGX_LOG_DEBUG, NGX_LOG_NOTICE, NGX_LOG_WARN};
+use healthcheck_core::schedule::{self, Decision};
+use healthcheck_core::zone::RoundResult;
+use ngx::ffi::ngx_random;
 
-use super::{connect, kept, Probe, ProbeKind};
-use crate::ffi::{self, exiting, monotonic_ms, unix_ms};
+use super::conn::{reason_of, Conn};
+use super::connect::{Expired, Opened};
+use super::kind::{ProbeKind, RoundClock};
+use super::outcome::{Local, Outcome, Step};
+use super::probe::{Phase, Probe};
+use super::record;
+use super::tls::Handshake;
+use crate::ffi::{exiting, monotonic_ms};
 
-/// A resource this host ran out of.
-#[derive(Clone, Copy, Debug)]
-pub enum Local {
-    /// `socket()`/`connect()` failed with this errno.
-    Errno(c_int),
-    /// nginx had no free connection (`worker_connections`).
-    NoConnection,
-    /// No memory for the TLS connection.
-    NoMemory,
+/// The probe's timer fired: run the round if it is due and this worker
+/// wins the lease, else look again when it will be.
+pub fn on_timer(p: &mut Probe) {
+    if exiting() {
+        return;
+    }
+    let Some(s) = p.slot() else { return };
+    let now = monotonic_ms();
+    let interval = p.interval_now(s);
+    let conf = p.conf();
+    // The slot holds the next round's lattice point (0: none yet).
+    let mut lattice = s.next_due.load(Ordering::Acquire);
+    if lattice == 0 {
+        // Within the shorter interval, so that a peer starting down
+        // (`default_down`) is not left waiting a long `down_interval`.
+        // (A resolved address: in the first half, so that it is checked
+        // within one interval of nginx adding it; see `watch`.)
+        let spread = match p.peer().resolved {
+            true => (conf.shortest_interval_ms() / 2).max(1),
+            false => conf.shortest_interval_ms(),
+        };
+        let first = schedule::first_due(now, spread, ngx_random() as u64).max(1);
+        lattice = match s
+            .next_due
+            .compare_exchange(0, first, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => first,
+            Err(other) => other,
+        };
+    }
+    let due = schedule::due_at(lattice, p.jitter_seed(s), conf.jitter_ms);
+    match schedule::decide(now, due, p.peer().owner, interval) {
+        Decision::WaitUntil(at) => p.arm(at),
+        Decision::Run => {
+            let held = s.lease.load(Ordering::Acquire);
+            let mine = schedule::lease(
+                p.peer().worker,
+                schedule::lease_expiry(now, conf.timeout_ms, interval),
+            );
+            if !schedule::lease_claimable(held, now, p.peer().worker)
+                || s.lease
+                    .compare_exchange(held, mine, Ordering::AcqRel, Ordering::Acquire)
+                    .is_err()
+            {
+                // Another worker runs this round; look again an interval on.
+                p.arm(now + interval);
+                return;
+            }
+            p.begin_round(RoundClock {
+                lattice,
+                due,
+                start_msec: now,
+                start: crate::ffi::fresh_now(),
+            });
+            start(p, now);
+        }
+    }
 }
 
-/// The end of a round.
-#[derive(Clone, Copy, Debug)]
-pub enum Outcome {
-    Up {
-        delay_ms: u64,
-    },
-    Down(Reason),
-    /// A local resource problem; counters stay as they are.
-    Local(Local),
+/// The round starts: on the kept connection if it may serve, else on a
+/// new one.
+fn start(p: &mut Probe, now: u64) {
+    record::debug(p, "start");
+    if p.has_kept() && p.take_kept(now) {
+        p.set_phase(Phase::Active);
+        let step = p.with_kind(|k, cx| k.on_reused(cx));
+        return apply(p, step);
+    }
+    match p.open() {
+        Opened::Ended(outcome) => finish(p, outcome),
+        Opened::Connected(_) => connected(p),
+        Opened::InProgress(c) => {
+            p.set_phase(Phase::Connecting);
+            c.write_timer(p.conf().timeout_ms);
+        }
+    }
 }
 
-/// Where a probe kind's handler left the round.
-pub enum Step {
-    /// Waiting for an event or a timer.
-    Pending,
-    /// Over.
-    Done(Outcome),
+/// The socket is connected: the transport's handshake, then the kind.
+fn connected(p: &mut Probe) {
+    if p.is_tls() {
+        p.set_phase(Phase::Handshaking);
+        let h = p.start_tls();
+        return after_handshake(p, h);
+    }
+    p.set_phase(Phase::Active);
+    let step = p.with_kind(|k, cx| k.on_connected(cx));
+    apply(p, step);
+}
+
+/// Where the TLS handshake got to: the kind runs once it is done.
+pub fn after_handshake(p: &mut Probe, h: Handshake) {
+    match h {
+        Handshake::Pending => {}
+        Handshake::Failed(outcome) => finish(p, outcome),
+        Handshake::Done => {
+            p.reattach();
+            p.set_phase(Phase::Active);
+            let step = p.with_kind(|k, cx| k.on_connected(cx));
+            apply(p, step);
+        }
+    }
+}
+
+fn apply(p: &mut Probe, step: Option<Step>) {
+    match step {
+        Some(Step::Pending) => {}
+        Some(Step::Done(outcome)) => finish(p, outcome),
+        // No connection: a broken invariant; end the round without a verdict.
+        None => finish(p, Outcome::Local(Local::NoConnection)),
+    }
+}
+
+/// An event of the round's connection `c`.
+pub fn on_conn_event(p: &mut Probe, c: Conn, timedout: bool, write: bool) {
+    match p.phase() {
+        // nginx's SSL layer has the events until it calls back.
+        Phase::Idle | Phase::Handshaking => {}
+        Phase::Connecting if timedout => match p.connect_expired(c) {
+            Expired::Connected => connected(p),
+            Expired::Failed(outcome) => finish(p, outcome),
+            Expired::Rearmed => {}
+        },
+        Phase::Connecting => {
+            let err = c.so_error();
+            if err != 0 {
+                return finish(p, Outcome::Down(reason_of(err)));
+            }
+            connected(p);
+        }
+        Phase::Active => {
+            let step = p.with_kind(|k, cx| {
+                if timedout {
+                    k.on_timeout(cx)
+                } else if write {
+                    k.on_writable(cx)
+                } else {
+                    k.on_readable(cx)
+                }
+            });
+            apply(p, step);
+        }
+    }
 }
 
 /// End the round: keep or close its connection, record the outcome, free
 /// the lease and look at the schedule again when the next round is due.
 pub fn finish(p: &mut Probe, outcome: Outcome) {
-    if let Some(c) = p.conn {
-        // A session ticket the round's reads brought.
-        super::tls::collect_session(p, c);
-    }
-    if p.keep && matches!(outcome, Outcome::Up { .. }) && p.kind.may_keep() {
-        kept::keep(p);
-    }
-    connect::close(p);
+    p.end_connection(matches!(outcome, Outcome::Up { .. }));
     let Some(s) = p.slot() else { return };
-    let result = match outcome {
-        Outcome::Local(err) => {
-            local_error(p, err);
-            None
-        }
-        Outcome::Up { delay_ms } => Some(RoundResult::Up { delay_ms }),
-        Outcome::Down(r) => Some(RoundResult::Down(r)),
-    };
-    if let Some(result) = result {
-        let conf = &p.check.conf;
-        let flip = s.record(
-            result,
-            p.round.elapsed_ms(),
-            (conf.rise, conf.fall),
-            unix_ms(),
-            p.kind.http_status(),
-        );
-        if super::tls::resumed(p) {
-            s.tls_resumed.fetch_add(1, Ordering::Relaxed);
-        }
-        if let Some(flip) = flip {
-            p.zone.header().note_change();
-            log_flip(p, flip, result);
-            crate::worker::update_fail_open(&p.zone, &p.check, p.log);
-        }
-        debug(
-            p,
-            if matches!(result, RoundResult::Up { .. }) {
-                "success"
-            } else {
-                "failure"
-            },
-        );
+    match outcome {
+        Outcome::Local(err) => record::local_error(p, err),
+        Outcome::Up { delay_ms } => record::record(p, RoundResult::Up { delay_ms }),
+        Outcome::Down(r) => record::record(p, RoundResult::Down(r)),
     }
     // The interval in force after this round's verdict: `down_interval`
     // for a peer it left down. The lattice goes on from this round's point
-    // with that spacing (README: How rounds are scheduled).
+    // with that spacing (docs/design.md, How rounds are scheduled).
     let interval = p.interval_now(s);
-    s.last_start.store(p.round.start_msec, Ordering::Relaxed);
-    let next = schedule::next_lattice(p.round.lattice, p.round.due, p.round.start_msec, interval);
+    let round = p.round();
+    s.last_start.store(round.start_msec, Ordering::Relaxed);
+    let next = schedule::next_lattice(round.lattice, round.due, round.start_msec, interval);
     s.next_due.store(next, Ordering::Release);
     s.lease.store(0, Ordering::Release);
     if !exiting() {
-        let due = schedule::due_at(next, p.jitter_seed(s), p.check.conf.jitter_ms);
-        p.arm(if p.peer.owner { due } else { due + interval });
+        let due = schedule::due_at(next, p.jitter_seed(s), p.conf().jitter_ms);
+        let at = if p.peer().owner { due } else { due + interval };
+        p.arm(at);
     }
 }
 
-fn log_flip(p: &Probe, flip: Flip, result: RoundResult) {
-    let (ups, name) = (p.peer.upstream_name(), p.peer.name());
-    let (proto, check) = (p.peer.proto.as_str(), p.check.conf.check_type.as_str());
-    match flip.transition {
-        Transition::WentDown => {
-            let reason = match (result, p.kind.http_status()) {
-                (RoundResult::Down(Reason::Status), Some(code)) => format!("HTTP {code}"),
-                // The handshake's failure in nginx's and OpenSSL's words;
-                // a verification failure says what it is itself.
-                (RoundResult::Down(r @ Reason::Tls), _) => match super::tls::detail(p) {
-                    Some(d) => format!("{}: {d}", r.describe()),
-                    None => r.describe().to_string(),
-                },
-                (RoundResult::Down(r @ Reason::TlsVerify), _) => {
-                    super::tls::detail(p).map_or_else(|| r.describe().to_string(), str::to_string)
-                }
-                (RoundResult::Down(r), _) => r.describe().to_string(),
-                (RoundResult::Up { .. }, _) => "failed".to_string(),
-            };
-            ffi::log(
-                NGX_LOG_WARN,
-                p.log,
-                format_args!(
-                    "upstream {ups} peer {name} is down after {} failures: {reason} ({proto} {check} check)",
-                    flip.health.fall,
-                ),
-            )
+/// The worker is shutting down (nginx closes idle connections, ours are
+/// marked idle): drop the round without counting it and free its lease.
+pub fn cancel(p: &mut Probe) {
+    p.close_round_conn();
+    p.release_lease();
+}
+
+/// A handler of this probe panicked (a bug, logged by the guard): drop the
+/// round without a verdict and look at the schedule again an interval on,
+/// so that the bug costs a round, not the peer's checks.
+pub fn recover(p: &mut Probe) {
+    let log = p.log();
+    crate::ffi::guard(log, "check recovery", (), || {
+        cancel(p);
+        p.disarm();
+        if !exiting() {
+            let interval = p.slot().map_or(p.conf().interval_ms, |s| p.interval_now(s));
+            p.arm(monotonic_ms() + interval);
         }
-        Transition::WentUp => ffi::log(
-            NGX_LOG_NOTICE,
-            p.log,
-            format_args!(
-                "upstream {ups} peer {name} is up after {} successes ({proto} {check} check)",
-                flip.health.rise,
-            ),
-        ),
-    }
-}
-
-/// Local errors are logged at most once per 10 s per worker.
-static LAST_LOCAL_LOG: AtomicU64 = AtomicU64::new(0);
-static SUPPRESSED: AtomicU64 = AtomicU64::new(0);
-const LOCAL_LOG_EVERY_MS: u64 = 10_000;
-
-fn local_error(p: &Probe, cause: Local) {
-    let now = monotonic_ms();
-    let last = LAST_LOCAL_LOG.load(Ordering::Relaxed);
-    if last != 0 && now.saturating_sub(last) < LOCAL_LOG_EVERY_MS {
-        SUPPRESSED.fetch_add(1, Ordering::Relaxed);
-        return;
-    }
-    LAST_LOCAL_LOG.store(now.max(1), Ordering::Relaxed);
-    let skipped = SUPPRESSED.swap(0, Ordering::Relaxed);
-    let why = match cause {
-        Local::Errno(err) => format!(
-            "local error {} ({})",
-            err,
-            std::io::Error::from_raw_os_error(err)
-        ),
-        Local::NoConnection => String::from(
-            "local error: no free nginx connection (worker_connections are not enough)",
-        ),
-        Local::NoMemory => String::from("local error: no memory for the TLS connection"),
-    };
-    ffi::log(
-        NGX_LOG_WARN,
-        p.log,
-        format_args!(
-            "health check of peer {} not run: {}; counters unchanged ({} similar messages suppressed)",
-            p.peer.name(),
-            why,
-            skipped
-        ),
-    );
-}
-
-/// A round's progress at `debug`.
-pub fn debug(p: &Probe, what: &str) {
-    // SAFETY: the cycle's log, valid for the process.
-    if unsafe { (*p.log).log_level } < NGX_LOG_DEBUG as usize {
-        return;
-    }
-    ffi::log(
-        NGX_LOG_DEBUG,
-        p.log,
-        format_args!(
-            "healthcheck {} peer {} #{}: round {} after {} ms",
-            p.peer.proto.as_str(),
-            p.peer.name(),
-            p.peer.index,
-            what,
-            p.round.elapsed_ms()
-        ),
-    );
+    });
 }

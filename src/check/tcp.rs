@@ -22,8 +22,8 @@ use healthcheck_core::reason::Reason;
 use healthcheck_core::timing;
 
 use super::conn::{reason_of, Io, Peek};
-use super::round::{Outcome, Step};
-use super::{Cx, ProbeKind};
+use super::kind::{Cx, ProbeKind};
+use super::outcome::{Outcome, Step};
 use crate::ffi::monotonic_ms;
 use crate::match_block::CompiledMatch;
 
@@ -69,10 +69,7 @@ impl Talk {
     fn start(&mut self, cx: &Cx) -> Step {
         self.sent = 0;
         self.received.clear();
-        cx.conn.del_timers();
-        let spent = cx.round.elapsed_ms();
-        cx.conn
-            .read_timer(cx.conf.timeout_ms.saturating_sub(spent).max(1));
+        cx.time_rest_of_round();
         self.send(cx)
     }
 

@@ -1,4 +1,4 @@
-//! The TLS transport of `type=https` and `type=tls` (README: TLS checks):
+//! The TLS transport of `type=https` and `type=tls` (docs/tls.md):
 //! nginx's own SSL layer on the round's connection, the OpenSSL nginx is
 //! linked with.
 //!
@@ -31,9 +31,7 @@ use ngx::ffi::{
 };
 
 use super::conn::Conn;
-use super::round::{Local, Outcome};
-use super::Probe;
-use crate::ffi::guard;
+use super::outcome::{Local, Outcome};
 
 /// Pool of a TLS round's connection: nginx's SSL connection struct and
 /// little else (OpenSSL allocates its own buffers: released when idle,
@@ -102,137 +100,145 @@ pub enum Handshake {
     Failed(Outcome),
 }
 
-/// Start the handshake on the round's fresh connection.
-pub fn start(p: &mut Probe) -> Handshake {
-    let Some(c) = p.conn else {
-        return Handshake::Failed(Outcome::Local(Local::NoConnection));
-    };
-    let base = p.conn_log;
-    let keep = p.keep;
-    let Some(t) = p.tls.as_mut() else {
-        return Handshake::Done;
-    };
-    t.resumed = false;
-    t.detail = None;
-    let raw = c.as_ptr();
-    // SAFETY: the round's live connection; the SSL context lives in the
-    // configuration pool of the running cycle.
-    unsafe {
-        if (*raw).pool.is_null() {
-            (*raw).pool = ngx_create_pool(POOL_SIZE, base);
+impl Tls {
+    /// Start the handshake on the round's fresh connection `c`: nginx's SSL
+    /// connection with the SNI and the peer's last session; `handler` is
+    /// what nginx calls when the handshake ends later. `keep`: the
+    /// connection may be kept; `budget_ms`: what is left of the round.
+    pub fn start(
+        &mut self,
+        c: Conn,
+        base: *mut ngx_log_t,
+        keep: bool,
+        budget_ms: u64,
+        handler: ngx::ffi::ngx_connection_handler_pt,
+    ) -> Handshake {
+        self.resumed = false;
+        self.detail = None;
+        let raw = c.as_ptr();
+        // SAFETY: the round's live connection; the SSL context lives in the
+        // configuration pool of the running cycle.
+        unsafe {
             if (*raw).pool.is_null() {
+                (*raw).pool = ngx_create_pool(POOL_SIZE, base);
+                if (*raw).pool.is_null() {
+                    return Handshake::Failed(Outcome::Local(Local::NoMemory));
+                }
+            }
+            let Some(log) = connection_log((*raw).pool, base, raw) else {
+                return Handshake::Failed(Outcome::Local(Local::NoMemory));
+            };
+            (*raw).log = log;
+            if ngx_ssl_create_connection(self.ssl, raw, NGX_SSL_CLIENT as ngx_uint_t)
+                != NGX_OK as ngx_int_t
+            {
                 return Handshake::Failed(Outcome::Local(Local::NoMemory));
             }
+            let sc = (*raw).ssl;
+            if keep {
+                // A connection that may be kept keeps OpenSSL's record
+                // buffers between rounds, rather than freeing and allocating
+                // them on every read and write (nginx sets
+                // SSL_MODE_RELEASE_BUFFERS on its contexts); its write buffer
+                // is sized for a check's request, not for 16 KB records
+                // (docs/tls.md).
+                SSL_ctrl(
+                    (*sc).connection,
+                    SSL_CTRL_CLEAR_MODE as i32,
+                    SSL_MODE_RELEASE_BUFFERS as _,
+                    ptr::null_mut(),
+                );
+                SSL_ctrl(
+                    (*sc).connection,
+                    SSL_CTRL_SET_MAX_SEND_FRAGMENT as i32,
+                    KEPT_SEND_FRAGMENT as _,
+                    ptr::null_mut(),
+                );
+            }
+            if self.reuse {
+                (*sc).save_session = Some(ngx_healthcheck_tls_save_session);
+                if !self.session.is_null() {
+                    // A session the server no longer knows just means a full
+                    // handshake.
+                    ngx_ssl_set_session(raw, self.session);
+                }
+            }
+            if let Some(name) = &self.sni {
+                SSL_ctrl(
+                    (*sc).connection,
+                    SSL_CTRL_SET_TLSEXT_HOSTNAME as i32,
+                    TLSEXT_NAMETYPE_host_name as _,
+                    name.as_ptr().cast_mut().cast(),
+                );
+            }
+            (*sc).handler = handler;
         }
-        let Some(log) = connection_log((*raw).pool, base, raw) else {
-            return Handshake::Failed(Outcome::Local(Local::NoMemory));
+        c.clear_timedout();
+        // SAFETY: the connection has its SSL object now.
+        let rc = unsafe { ngx_ssl_handshake(raw) };
+        if rc == NGX_AGAIN as ngx_int_t {
+            c.del_timers();
+            c.write_timer(budget_ms.max(1));
+            return Handshake::Pending;
+        }
+        self.finished(c)
+    }
+
+    /// The handshake on `c` ended (nginx's callback, or at once): verify,
+    /// or say why it failed.
+    pub fn finished(&mut self, c: Conn) -> Handshake {
+        c.del_timers();
+        let raw = c.as_ptr();
+        let t = self;
+        // SAFETY: the round's live connection.
+        let (sc, timedout) = unsafe {
+            (
+                (*raw).ssl,
+                (*(*raw).write).timedout() != 0 || (*(*raw).read).timedout() != 0,
+            )
         };
-        (*raw).log = log;
-        if ngx_ssl_create_connection(t.ssl, raw, NGX_SSL_CLIENT as ngx_uint_t)
-            != NGX_OK as ngx_int_t
-        {
-            return Handshake::Failed(Outcome::Local(Local::NoMemory));
+        // SAFETY: NULL or nginx's SSL connection of `c`.
+        let handshaked = unsafe { sc.as_ref() }.is_some_and(|s| s.handshaked() != 0);
+        if !handshaked {
+            if timedout {
+                return Handshake::Failed(Outcome::Down(Reason::Timeout));
+            }
+            t.detail = captured(c);
+            return Handshake::Failed(Outcome::Down(Reason::Tls));
         }
-        let sc = (*raw).ssl;
-        if keep {
-            // A connection that may be kept keeps OpenSSL's record buffers
-            // between rounds, rather than freeing and allocating them on
-            // every read and write (nginx sets SSL_MODE_RELEASE_BUFFERS on
-            // its contexts); its write buffer is sized for a check's
-            // request, not for 16 KB records (README: TLS checks).
-            SSL_ctrl(
-                (*sc).connection,
-                SSL_CTRL_CLEAR_MODE as i32,
-                SSL_MODE_RELEASE_BUFFERS as _,
-                ptr::null_mut(),
-            );
-            SSL_ctrl(
-                (*sc).connection,
-                SSL_CTRL_SET_MAX_SEND_FRAGMENT as i32,
-                KEPT_SEND_FRAGMENT as _,
-                ptr::null_mut(),
-            );
-        }
-        if t.reuse {
-            (*sc).save_session = Some(ngx_healthcheck_tls_save_session);
-            if !t.session.is_null() {
-                // A session the server no longer knows just means a full
-                // handshake.
-                ngx_ssl_set_session(raw, t.session);
+        collect(t, c);
+        // SAFETY: established: `sc` and its SSL object are live.
+        let ssl = unsafe { (*sc).connection };
+        // SAFETY: as above.
+        t.resumed = unsafe { SSL_session_reused(ssl) } == 1;
+        if let Some(name) = t.verify.as_deref() {
+            // SAFETY: as above.
+            let rc = unsafe { SSL_get_verify_result(ssl) };
+            if rc != X509_V_OK as _ {
+                // SAFETY: OpenSSL returns a static string for any code.
+                let why = unsafe { CStr::from_ptr(X509_verify_cert_error_string(rc)) };
+                t.detail = Some(format!(
+                    "certificate verify failed: {}",
+                    why.to_string_lossy()
+                ));
+                return Handshake::Failed(Outcome::Down(Reason::TlsVerify));
+            }
+            if !name_matches(c, name) {
+                t.detail = Some(format!(
+                    "certificate does not match \"{}\"",
+                    String::from_utf8_lossy(name)
+                ));
+                return Handshake::Failed(Outcome::Down(Reason::TlsVerify));
             }
         }
-        if let Some(name) = &t.sni {
-            SSL_ctrl(
-                (*sc).connection,
-                SSL_CTRL_SET_TLSEXT_HOSTNAME as i32,
-                TLSEXT_NAMETYPE_host_name as _,
-                name.as_ptr().cast_mut().cast(),
-            );
-        }
-        (*sc).handler = Some(ngx_healthcheck_tls_handshaked);
+        Handshake::Done
     }
-    c.clear_timedout();
-    // SAFETY: the connection has its SSL object now.
-    let rc = unsafe { ngx_ssl_handshake(raw) };
-    if rc == NGX_AGAIN as ngx_int_t {
-        let spent = p.round.elapsed_ms();
-        c.del_timers();
-        c.write_timer(p.check.conf.timeout_ms.saturating_sub(spent).max(1));
-        return Handshake::Pending;
-    }
-    finished(p, c)
-}
 
-/// The handshake ended (nginx's callback, or at once): verify, or say why
-/// it failed.
-fn finished(p: &mut Probe, c: Conn) -> Handshake {
-    c.del_timers();
-    let raw = c.as_ptr();
-    let Some(t) = p.tls.as_mut() else {
-        return Handshake::Failed(Outcome::Down(Reason::Tls));
-    };
-    // SAFETY: the round's live connection.
-    let (sc, timedout) = unsafe {
-        (
-            (*raw).ssl,
-            (*(*raw).write).timedout() != 0 || (*(*raw).read).timedout() != 0,
-        )
-    };
-    // SAFETY: NULL or nginx's SSL connection of `c`.
-    let handshaked = unsafe { sc.as_ref() }.is_some_and(|s| s.handshaked() != 0);
-    if !handshaked {
-        if timedout {
-            return Handshake::Failed(Outcome::Down(Reason::Timeout));
-        }
-        t.detail = captured(c);
-        return Handshake::Failed(Outcome::Down(Reason::Tls));
+    /// Take the session nginx handed over for `c`, if any, as the peer's
+    /// next (after any read on `c`: a TLS 1.3 ticket may come with data).
+    pub fn collect(&mut self, c: Conn) {
+        collect(self, c);
     }
-    collect(t, c);
-    // SAFETY: established: `sc` and its SSL object are live.
-    let ssl = unsafe { (*sc).connection };
-    // SAFETY: as above.
-    t.resumed = unsafe { SSL_session_reused(ssl) } == 1;
-    if let Some(name) = t.verify.as_deref() {
-        // SAFETY: as above.
-        let rc = unsafe { SSL_get_verify_result(ssl) };
-        if rc != X509_V_OK as _ {
-            // SAFETY: OpenSSL returns a static string for any code.
-            let why = unsafe { CStr::from_ptr(X509_verify_cert_error_string(rc)) };
-            t.detail = Some(format!(
-                "certificate verify failed: {}",
-                why.to_string_lossy()
-            ));
-            return Handshake::Failed(Outcome::Down(Reason::TlsVerify));
-        }
-        if !name_matches(c, name) {
-            t.detail = Some(format!(
-                "certificate does not match \"{}\"",
-                String::from_utf8_lossy(name)
-            ));
-            return Handshake::Failed(Outcome::Down(Reason::TlsVerify));
-        }
-    }
-    Handshake::Done
 }
 
 /// Whether the peer's certificate is for `name`: a host name as nginx's
@@ -269,40 +275,11 @@ fn name_matches(c: Conn, name: &[u8]) -> bool {
     }
 }
 
-/// Count a resumed handshake of the round that just ended.
-pub fn resumed(p: &Probe) -> bool {
-    p.tls.as_ref().is_some_and(|t| t.resumed)
-}
-
-/// Why the last TLS round failed, in OpenSSL's words, if known.
-pub fn detail(p: &Probe) -> Option<&str> {
-    p.tls.as_ref().and_then(|t| t.detail.as_deref())
-}
-
-unsafe extern "C" fn ngx_healthcheck_tls_handshaked(c: *mut ngx_connection_t) {
-    // SAFETY: nginx calls back with the live connection whose data is the
-    // probe (set by `Probe::attach`); the probe outlives its connections.
-    let (conn, p, log) = unsafe { (Conn::from_raw(c), (*c).data.cast::<Probe>(), (*c).log) };
-    // SAFETY: as above.
-    let (Some(conn), Some(p)) = (conn, unsafe { p.as_mut() }) else {
-        return;
-    };
-    if !guard(log, "check TLS handshake", false, || {
-        if p.conn == Some(conn) {
-            let result = finished(p, conn);
-            super::after_handshake(p, result);
-        }
-        true
-    }) {
-        super::recover(p);
-    }
-}
-
 /// nginx's `save_session` callback: the server issued a session (after a
 /// full handshake, or a TLS 1.3 ticket read later). It runs inside OpenSSL,
 /// within a call the probe's own code made while it holds the probe, so it
 /// never touches the probe: the session waits in [`PENDING`] until the
-/// probe collects it ([`collect`]).
+/// probe collects it ([`Tls::collect`]).
 unsafe extern "C" fn ngx_healthcheck_tls_save_session(c: *mut ngx_connection_t) {
     // SAFETY: nginx's session of this live connection, one reference for us.
     let s = unsafe { ngx_ssl_get_session(c) };
@@ -326,13 +303,6 @@ fn collect(t: &mut Tls, c: Conn) {
     });
     if !pending.is_null() {
         t.set_session(pending);
-    }
-}
-
-/// The probe's side of [`collect`], after any read on its connection `c`.
-pub fn collect_session(p: &mut Probe, c: Conn) {
-    if let Some(t) = p.tls.as_mut() {
-        collect(t, c);
     }
 }
 
@@ -401,20 +371,10 @@ unsafe fn connection_log(
 unsafe extern "C" fn capture(log: *mut ngx_log_t, _level: ngx_uint_t, buf: *mut u8, len: usize) {
     // SAFETY: nginx passes its formatted line and the log we made.
     let (line, conn) = unsafe { (core::slice::from_raw_parts(buf, len), (*log).wdata as usize) };
-    // "2026/12/01 10:00:00 [info] 12#12: *3 SSL_do_handshake() failed (...)"
-    let text = line
-        .windows(2)
-        .position(|w| w == b": ")
-        .map_or(line, |at| &line[at + 2..]);
-    let text = match text.strip_prefix(b"*") {
-        Some(rest) => rest
-            .iter()
-            .position(|&b| b == b' ')
-            .map_or(rest, |at| &rest[at + 1..]),
-        None => text,
-    };
-    let text = String::from_utf8_lossy(&text[..text.len().min(CAPTURED_MAX)])
-        .trim_end()
-        .to_string();
-    CAPTURED.with(|m| *m.borrow_mut() = (conn, Some(text)));
+    // A log writer must not log (the guard would) nor unwind into nginx: a
+    // panic here only loses the detail of the log line.
+    let _ = std::panic::catch_unwind(|| {
+        let text = healthcheck_core::tls::logged_message(line, CAPTURED_MAX);
+        CAPTURED.with(|m| *m.borrow_mut() = (conn, Some(text)));
+    });
 }

@@ -11,8 +11,8 @@
 use std::rc::Rc;
 
 use super::conn::{reason_of, Io};
-use super::round::{Outcome, Step};
-use super::{Cx, ProbeKind};
+use super::kind::{Cx, ProbeKind};
+use super::outcome::{Outcome, Step};
 use crate::match_block::CompiledMatch;
 use healthcheck_core::matcher::{ExpectProgress, Test};
 use healthcheck_core::reason::Reason;

@@ -1,124 +1,20 @@
-//! The shared zone: one per context (http, stream), holding a header and one
-//! fixed-size slot per checked peer.
-//!
-//! Only plain data lives here: atomics and integers, no pointers. Every
-//! field is an atomic so that workers, the status page and the selection
-//! hooks read it without locks; a dead worker can never leave a lock held.
-//!
-//! The zone is created with `noreuse`, so every configuration load maps a
-//! fresh zone and `init` receives the previous zone's data: state is carried
-//! across reloads by peer identity, whatever the new size or peer order.
+//! Registering a context's zone and filling a fresh one: per-slot identity
+//! and initial state from the configuration, the state of peers whose
+//! identity the previous zone (a reload) or the state file (a start)
+//! knows.
 
 use core::ffi::c_void;
-use core::mem::size_of;
 use core::ptr::{self, NonNull};
 use core::sync::atomic::Ordering;
 
+use healthcheck_core::status::Group;
+use healthcheck_core::zone::{self, Header, LAYOUT_VERSION, MAGIC};
 use ngx::ffi::{
-    ngx_int_t, ngx_shm_zone_t, ngx_shmtx_lock, ngx_shmtx_unlock, ngx_slab_alloc, ngx_slab_pool_t,
-    NGX_ERROR, NGX_OK,
+    ngx_conf_t, ngx_int_t, ngx_shared_memory_add, ngx_shm_zone_t, ngx_slab_alloc, ngx_slab_pool_t,
+    ngx_str_t, NGX_ERROR, NGX_OK,
 };
 
-use healthcheck_core::zone::{self, LAYOUT_VERSION, MAGIC};
-pub use healthcheck_core::zone::{DynMeta, Header, Slot};
-
-/// Bytes of zone memory `nslots` configured peers and `ndyn` slots for
-/// resolved addresses need, slab bookkeeping included, rounded up to whole
-/// pages.
-pub fn required_size(nslots: usize, ndyn: usize, page: usize) -> usize {
-    let data = zone::data_bytes(nslots + ndyn, ndyn);
-    let data_pages = data.div_ceil(page);
-    // ngx_slab_init: the pool header and per-size statistics, one page
-    // descriptor per page, and up to one page lost to alignment.
-    let bookkeeping = size_of::<ngx_slab_pool_t>() + 64 * 32;
-    let per_page = size_of::<ngx::ffi::ngx_slab_page_t>();
-    let pages = data_pages + 2;
-    let total = bookkeeping + pages * (page + per_page) + page;
-    total.div_ceil(page) * page
-}
-
-/// A view of a zone's data.
-#[derive(Clone, Copy)]
-pub struct Zone {
-    header: NonNull<Header>,
-    /// The zone's slab pool: its mutex is the zone's lock (nginx frees it
-    /// when a worker dies holding it).
-    pool: *mut ngx_slab_pool_t,
-}
-
-impl Zone {
-    /// The zone's data, if it was initialised by this module.
-    ///
-    /// # Safety
-    /// `zone` must be a zone registered by this module.
-    pub unsafe fn from_shm_zone(zone: *const ngx_shm_zone_t) -> Option<Self> {
-        // SAFETY: `data` is either NULL or what `init_zone` stored.
-        let data = unsafe { zone.as_ref()?.data };
-        let header = NonNull::new(data.cast::<Header>())?;
-        // SAFETY: `init_zone` wrote a whole header there.
-        let h = unsafe { header.as_ref() };
-        // SAFETY: as above; `shm.addr` is the zone's slab pool.
-        let pool = unsafe { (*zone).shm.addr.cast::<ngx_slab_pool_t>() };
-        (h.magic == MAGIC && h.version == LAYOUT_VERSION).then_some(Self { header, pool })
-    }
-
-    pub fn header(&self) -> &Header {
-        // SAFETY: checked in `from_shm_zone`; shared memory outlives workers.
-        unsafe { self.header.as_ref() }
-    }
-
-    pub fn slots(&self) -> &[Slot] {
-        let n = self.header().nslots as usize;
-        // SAFETY: `init_zone` allocated `nslots` slots right after the header.
-        unsafe {
-            let first = self.header.as_ptr().add(1).cast::<Slot>();
-            core::slice::from_raw_parts(first, n)
-        }
-    }
-
-    pub fn slot(&self, i: usize) -> Option<&Slot> {
-        self.slots().get(i)
-    }
-
-    /// The index of the first slot of the room for resolved addresses.
-    pub fn room_start(&self) -> usize {
-        (self.header().nstatic as usize).min(self.slots().len())
-    }
-
-    /// The room for resolved addresses: its slots and their metas.
-    pub fn room(&self) -> (&[Slot], &[DynMeta]) {
-        let slots = &self.slots()[self.room_start()..];
-        // SAFETY: `init_zone` placed one meta per slot of the room right
-        // after the slots.
-        let metas = unsafe {
-            let first = self
-                .header
-                .as_ptr()
-                .add(1)
-                .cast::<Slot>()
-                .add(self.slots().len())
-                .cast::<DynMeta>();
-            core::slice::from_raw_parts(first, slots.len())
-        };
-        (slots, metas)
-    }
-
-    /// Run `f` holding the zone's lock (the slab pool's mutex, shared by
-    /// every process; nginx releases it if its holder dies).
-    pub fn locked<R>(&self, f: impl FnOnce() -> R) -> R {
-        struct Unlock(*mut ngx_slab_pool_t);
-        impl Drop for Unlock {
-            fn drop(&mut self) {
-                // SAFETY: locked below, by this process.
-                unsafe { ngx_shmtx_unlock(&mut (*self.0).mutex) };
-            }
-        }
-        // SAFETY: the pool of a live zone; its mutex was created by nginx.
-        unsafe { ngx_shmtx_lock(&mut (*self.pool).mutex) };
-        let _unlock = Unlock(self.pool);
-        f()
-    }
-}
+use super::zone::Zone;
 
 /// What the module needs to fill a fresh zone: per-slot identity and
 /// initial state, computed at configuration time.
@@ -130,10 +26,46 @@ pub struct ZonePlan {
     /// Tags of the upstreams with `resolve` servers (their old addresses
     /// carry over).
     pub tags: Vec<u64>,
-    pub group: healthcheck_core::status::Group,
+    pub group: Group,
     /// `check_state_file`: read when the zone starts without a previous
     /// one (a start or a binary upgrade, not a reload).
     pub state_file: Option<Vec<u8>>,
+}
+
+/// Register `group`'s zone of `size` bytes, to be filled from `plan`
+/// (moved into the configuration pool: the zone's `init` reads it while
+/// this cycle is set up). A fresh zone on every load: `init` receives the
+/// old zone's data.
+///
+/// # Safety
+/// `cf` is the configuration of `group` being finished.
+pub unsafe fn register(
+    cf: *mut ngx_conf_t,
+    group: Group,
+    size: usize,
+    plan: ZonePlan,
+) -> Result<*mut ngx_shm_zone_t, ()> {
+    let zone_name = ZONE_NAMES[group as usize];
+    let mut name = ngx_str_t {
+        len: zone_name.len(),
+        data: zone_name.as_ptr().cast_mut(),
+    };
+    let tag = crate::modules::module(group);
+    // SAFETY: valid cf; the name is static.
+    let zone = unsafe { ngx_shared_memory_add(cf, &mut name, size, tag.cast()) };
+    // SAFETY: NULL or a zone nginx owns.
+    let Some(z) = (unsafe { zone.as_mut() }) else {
+        return Err(());
+    };
+    // SAFETY: the configuration pool lives as long as the zone's use of
+    // the plan.
+    let Some(plan) = (unsafe { crate::pool::alloc((*cf).pool, plan) }) else {
+        return Err(());
+    };
+    z.init = Some(init_zone);
+    z.data = plan.as_ptr().cast();
+    z.noreuse = 1;
+    Ok(zone)
 }
 
 /// `ngx_shm_zone_t.init`: create the header and slots in a fresh zone and
@@ -180,11 +112,8 @@ unsafe fn init_zone_data(zone: *mut ngx_shm_zone_t, old: *mut c_void) -> ngx_int
     h.version = LAYOUT_VERSION;
     h.nslots = total as u32;
     h.nstatic = n as u32;
-    let new = Zone {
-        // SAFETY: not NULL (checked above).
-        header: unsafe { NonNull::new_unchecked(header) },
-        pool: shpool,
-    };
+    // SAFETY: not NULL (checked above); the header was just written.
+    let new = unsafe { Zone::from_parts(NonNull::new_unchecked(header), shpool) };
     // nginx 1.28 hands a `noreuse` zone the old zone's data; 1.26 does
     // not: find it by name among the running cycle's zones.
     let old = if old.is_null() {
@@ -233,7 +162,7 @@ unsafe fn init_zone_data(zone: *mut ngx_shm_zone_t, old: *mut c_void) -> ngx_int
         healthcheck_core::room::carry(new.room(), o.room(), &live);
     }
     if let (None, Some(path)) = (old, plan.state_file.as_deref()) {
-        crate::statefile::restore(zone.shm.log, path, plan.group, &new.slots()[..n]);
+        super::restore::restore(zone.shm.log, path, plan.group, &new.slots()[..n]);
         // Saved state is a change like any other (stock mode applies it).
         new.header().note_change();
     }
@@ -301,5 +230,5 @@ unsafe fn running_zone_data(name: &ngx::ffi::ngx_str_t) -> *mut c_void {
     unsafe { running_zones() }
         .into_iter()
         .find(|(n, _)| *n == name)
-        .map_or(ptr::null_mut(), |(_, z)| z.header.as_ptr().cast())
+        .map_or(ptr::null_mut(), |(_, z)| z.header_ptr().cast())
 }

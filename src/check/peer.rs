@@ -1,0 +1,109 @@
+//! The peer a probe checks: where to connect, its names, its slot.
+
+use core::mem::{offset_of, size_of};
+use core::sync::atomic::Ordering;
+
+use healthcheck_core::schedule;
+use healthcheck_core::status::Group;
+use ngx::ffi::ngx_str_t;
+
+use crate::ffi::str_bytes;
+use crate::shm::Zone;
+use crate::target::Target;
+
+/// The peer a probe checks.
+pub struct Peer {
+    /// The address to connect to (the check port when `port=` is set).
+    pub addr: Box<[u8]>,
+    /// Points into `name_buf` (the probe owns its copy: a resolved peer's
+    /// name lives in nginx's zone only while nginx has the address).
+    pub name: ngx_str_t,
+    name_buf: Box<[u8]>,
+    pub upstream: ngx_str_t,
+    pub proto: Group,
+    /// Slot index in the zone.
+    pub index: u32,
+    /// The slot's identity when the probe was made: a slot of the room for
+    /// resolved addresses that another address took is not this probe's.
+    pub identity: u64,
+    /// A resolved address's probe (its slot is in the room).
+    pub resolved: bool,
+    /// This worker owns the peer's rounds.
+    pub owner: bool,
+    /// This worker's slot.
+    pub worker: u32,
+}
+
+impl Peer {
+    /// The peer of `t` in context `proto`, for worker `worker` of `workers`.
+    pub fn new(t: &Target, proto: Group, zone: &Zone, (worker, workers): (u32, u32)) -> Peer {
+        let name_buf: Box<[u8]> = t.peer.name_bytes().into();
+        Peer {
+            addr: check_address(t),
+            name: ngx_str_t {
+                len: name_buf.len(),
+                data: name_buf.as_ptr().cast_mut(),
+            },
+            name_buf,
+            upstream: t.upstream,
+            proto,
+            index: t.index,
+            identity: zone
+                .slot(t.index as usize)
+                .map_or(0, |s| s.identity.load(Ordering::Acquire)),
+            resolved: t.index as usize >= zone.room_start(),
+            owner: schedule::owner(t.index, workers) == worker,
+            worker,
+        }
+    }
+
+    /// The address family of the check address (0 if unknown).
+    pub fn family(&self) -> i32 {
+        if self.addr.len() < size_of::<libc::sockaddr>() {
+            return 0;
+        }
+        // SAFETY: the buffer holds at least a sockaddr header; read
+        // unaligned (a boxed byte slice).
+        let sa = unsafe { self.addr.as_ptr().cast::<libc::sockaddr>().read_unaligned() };
+        i32::from(sa.sa_family)
+    }
+
+    pub fn name(&self) -> String {
+        String::from_utf8_lossy(&self.name_buf).into_owned()
+    }
+
+    pub fn upstream_name(&self) -> String {
+        // SAFETY: the upstream name lives in the cycle pool.
+        String::from_utf8_lossy(unsafe { str_bytes(&self.upstream) }).into_owned()
+    }
+}
+
+/// A copy of the peer's address, with the check port when `port=` is set.
+fn check_address(t: &Target) -> Box<[u8]> {
+    let len = t.peer.socklen as usize;
+    // SAFETY: rr peers hold a valid sockaddr of `socklen` bytes.
+    let mut addr: Box<[u8]> =
+        unsafe { core::slice::from_raw_parts(t.peer.sockaddr.cast::<u8>(), len) }.into();
+    let port = t.check.conf.port;
+    if port != 0 {
+        let be = port.to_be_bytes();
+        // sin_port and sin6_port both sit right after the 2-byte family.
+        let family = if len >= size_of::<libc::sockaddr>() {
+            // SAFETY: at least a sockaddr header; read unaligned.
+            i32::from(unsafe { addr.as_ptr().cast::<libc::sockaddr>().read_unaligned() }.sa_family)
+        } else {
+            0
+        };
+        let fits = match family {
+            libc::AF_INET => len >= size_of::<libc::sockaddr_in>(),
+            libc::AF_INET6 => len >= size_of::<libc::sockaddr_in6>(),
+            _ => false,
+        };
+        if fits {
+            let at = offset_of!(libc::sockaddr_in, sin_port);
+            debug_assert_eq!(at, offset_of!(libc::sockaddr_in6, sin6_port));
+            addr[at..at + 2].copy_from_slice(&be);
+        }
+    }
+    addr
+}

@@ -1,0 +1,141 @@
+//! A round's verdict recorded in the peer's slot, and the log lines of
+//! state changes, local errors and (at `debug`) each round's progress.
+
+use core::sync::atomic::{AtomicU64, Ordering};
+
+use healthcheck_core::health::Transition;
+use healthcheck_core::reason::Reason;
+use healthcheck_core::zone::{Flip, RoundResult};
+use ngx::ffi::{NGX_LOG_DEBUG, NGX_LOG_NOTICE, NGX_LOG_WARN};
+
+use super::outcome::Local;
+use super::probe::Probe;
+use crate::ffi::{self, monotonic_ms, unix_ms};
+
+/// Record `result` in the probe's slot (which is `s`): counters, the
+/// state change and its log line, fail-open.
+pub fn record(p: &Probe, result: RoundResult) {
+    let Some(s) = p.slot() else { return };
+    let conf = p.conf();
+    let flip = s.record(
+        result,
+        p.round().elapsed_ms(),
+        (conf.rise, conf.fall),
+        unix_ms(),
+        p.http_status(),
+    );
+    if p.tls_resumed() {
+        s.tls_resumed.fetch_add(1, Ordering::Relaxed);
+    }
+    if let Some(flip) = flip {
+        p.zone().header().note_change();
+        log_flip(p, flip, result);
+        p.check().update_fail_open(p.zone(), p.log());
+    }
+    debug(
+        p,
+        if matches!(result, RoundResult::Up { .. }) {
+            "success"
+        } else {
+            "failure"
+        },
+    );
+}
+
+fn log_flip(p: &Probe, flip: Flip, result: RoundResult) {
+    let (ups, name) = (p.peer().upstream_name(), p.peer().name());
+    let (proto, check) = (p.peer().proto.as_str(), p.conf().check_type.as_str());
+    match flip.transition {
+        Transition::WentDown => {
+            let reason = match (result, p.http_status()) {
+                (RoundResult::Down(Reason::Status), Some(code)) => format!("HTTP {code}"),
+                // The handshake's failure in nginx's and OpenSSL's words;
+                // a verification failure says what it is itself.
+                (RoundResult::Down(r @ Reason::Tls), _) => match p.tls_detail() {
+                    Some(d) => format!("{}: {d}", r.describe()),
+                    None => r.describe().to_string(),
+                },
+                (RoundResult::Down(r @ Reason::TlsVerify), _) => p
+                    .tls_detail()
+                    .map_or_else(|| r.describe().to_string(), str::to_string),
+                (RoundResult::Down(r), _) => r.describe().to_string(),
+                (RoundResult::Up { .. }, _) => "failed".to_string(),
+            };
+            ffi::log(
+                NGX_LOG_WARN,
+                p.log(),
+                format_args!(
+                    "upstream {ups} peer {name} is down after {} failures: {reason} ({proto} {check} check)",
+                    flip.health.fall,
+                ),
+            )
+        }
+        Transition::WentUp => ffi::log(
+            NGX_LOG_NOTICE,
+            p.log(),
+            format_args!(
+                "upstream {ups} peer {name} is up after {} successes ({proto} {check} check)",
+                flip.health.rise,
+            ),
+        ),
+    }
+}
+
+/// Local errors are logged at most once per 10 s per worker.
+static LAST_LOCAL_LOG: AtomicU64 = AtomicU64::new(0);
+static SUPPRESSED: AtomicU64 = AtomicU64::new(0);
+const LOCAL_LOG_EVERY_MS: u64 = 10_000;
+
+/// A round this host could not run (`cause`): logged, rate-limited.
+pub fn local_error(p: &Probe, cause: Local) {
+    let now = monotonic_ms();
+    let last = LAST_LOCAL_LOG.load(Ordering::Relaxed);
+    if last != 0 && now.saturating_sub(last) < LOCAL_LOG_EVERY_MS {
+        SUPPRESSED.fetch_add(1, Ordering::Relaxed);
+        return;
+    }
+    LAST_LOCAL_LOG.store(now.max(1), Ordering::Relaxed);
+    let skipped = SUPPRESSED.swap(0, Ordering::Relaxed);
+    let why = match cause {
+        Local::Errno(err) => format!(
+            "local error {} ({})",
+            err,
+            std::io::Error::from_raw_os_error(err)
+        ),
+        Local::NoConnection => String::from(
+            "local error: no free nginx connection (worker_connections are not enough)",
+        ),
+        Local::NoMemory => String::from("local error: no memory for the TLS connection"),
+    };
+    ffi::log(
+        NGX_LOG_WARN,
+        p.log(),
+        format_args!(
+            "health check of peer {} not run: {}; counters unchanged ({} similar messages suppressed)",
+            p.peer().name(),
+            why,
+            skipped
+        ),
+    );
+}
+
+/// A round's progress at `debug`.
+pub fn debug(p: &Probe, what: &str) {
+    // SAFETY: the cycle's log, valid for the process.
+    if unsafe { (*p.log()).log_level } < NGX_LOG_DEBUG as usize {
+        return;
+    }
+    let peer = p.peer();
+    ffi::log(
+        NGX_LOG_DEBUG,
+        p.log(),
+        format_args!(
+            "healthcheck {} peer {} #{}: round {} after {} ms",
+            peer.proto.as_str(),
+            peer.name(),
+            peer.index,
+            what,
+            p.round().elapsed_ms()
+        ),
+    );
+}

@@ -1,0 +1,109 @@
+//! The end of a context's configuration (`init_main_conf` of http or
+//! stream, after nginx built every upstream's peers): the rules across
+//! directives (`healthcheck_core::conf::finish_context`), each message
+//! logged where its directive was written, then the context's shared zone
+//! registered with the layout those rules computed.
+
+use healthcheck_core::conf as cc;
+use healthcheck_core::status::Group;
+use ngx::ffi::{ngx_conf_t, ngx_pagesize, NGX_LOG_EMERG, NGX_LOG_WARN};
+
+use crate::conf::MainConf;
+use crate::ffi::log_at;
+use crate::shm::{self, ZonePlan};
+use crate::upstream::UpstreamRef;
+
+/// What the rules read from one upstream block.
+fn facts(u: &UpstreamRef) -> cc::UpstreamFacts<'_> {
+    let c = u.conf();
+    cc::UpstreamFacts {
+        name: u.name_bytes(),
+        check: c.check.get(),
+        keepalive_requests: c.keepalive_requests.get().copied(),
+        peers: u
+            .peers
+            .iter()
+            .map(|p| cc::PeerFacts {
+                name: p.name_bytes(),
+                port: p.port(),
+                unix: p.is_unix(),
+            })
+            .collect(),
+        http: cc::HttpDirectives {
+            send: c.http.send.is_set(),
+            request: c.http.request_line.is_set(),
+            header: c.http.header_line.is_set(),
+            expect_alive: c.http.expect_alive.is_set(),
+        },
+        fail_open: c.fail_open.is_set(),
+        tls: c.tls.facts(),
+        resolve_lines: u.resolve_lines,
+    }
+}
+
+/// Check the context's rules, then register its zone.
+///
+/// # Safety
+/// `cf` is the configuration of the context `group` being finished;
+/// `upstreams` are its upstreams.
+pub unsafe fn context(
+    cf: *mut ngx_conf_t,
+    group: Group,
+    mcf: &mut MainConf,
+    upstreams: &[UpstreamRef],
+) -> Result<(), ()> {
+    // SAFETY: valid during configuration.
+    let log = unsafe { (*cf).log };
+    let facts: Vec<cc::UpstreamFacts<'_>> = upstreams.iter().map(facts).collect();
+    // SAFETY: set by nginx at start.
+    let page = unsafe { ngx_pagesize };
+    let blocks = mcf.matches.blocks();
+    let finished = cc::finish_context(
+        group,
+        &facts,
+        &blocks,
+        mcf.shm_size.get().copied(),
+        |n, d| shm::required_size(n, d, page),
+    );
+    // Where each directive was written (the indices are the facts', so
+    // the upstreams').
+    let loc = |at: cc::Directive| {
+        let ups = |i: usize| upstreams.get(i).map(UpstreamRef::conf);
+        match at {
+            cc::Directive::Check(i) => ups(i).map(|c| c.check.loc),
+            cc::Directive::KeepaliveRequests(i) => ups(i).map(|c| c.keepalive_requests.loc),
+            cc::Directive::ShmSize => Some(mcf.shm_size.loc),
+            cc::Directive::HttpSend(i) => ups(i).map(|c| c.http.send.loc),
+            cc::Directive::HttpRequest(i) => ups(i).map(|c| c.http.request_line.loc),
+            cc::Directive::HttpHeader(i) => ups(i).map(|c| c.http.header_line.loc),
+            cc::Directive::HttpExpectAlive(i) => ups(i).map(|c| c.http.expect_alive.loc),
+            cc::Directive::Match(j) => mcf.matches.loc(j),
+            cc::Directive::FailOpen(i) => ups(i).map(|c| c.fail_open.loc),
+            cc::Directive::Tls(i, d) => ups(i).and_then(|c| c.tls.loc(d)),
+        }
+        .unwrap_or_default()
+    };
+    for w in &finished.warnings {
+        // SAFETY: valid log.
+        unsafe { log_at(NGX_LOG_WARN, log, &loc(w.at), &w.error.0) };
+    }
+    let layout = match finished.result {
+        Ok(layout) => layout,
+        Err(e) => {
+            // SAFETY: valid log.
+            unsafe { log_at(NGX_LOG_EMERG, log, &loc(e.at), &e.error.0) };
+            return Err(());
+        }
+    };
+    let plan = ZonePlan {
+        identities: layout.identities,
+        default_down: layout.default_down,
+        dynamic: layout.dynamic,
+        tags: layout.tags,
+        group,
+        state_file: mcf.state_file.get().cloned(),
+    };
+    // SAFETY: per the contract.
+    mcf.zone = unsafe { shm::register(cf, group, layout.size, plan) }?;
+    Ok(())
+}

@@ -1,0 +1,224 @@
+//! What is checked, as a worker sees it: an upstream's check settings
+//! ([`UpstreamCheck`], shared by the probes of its peers) and each checked
+//! peer ([`Target`]). Built from the configuration once per process
+//! (`crate::worker`), read by the probe engine and the status page.
+
+use core::cell::RefCell;
+use std::rc::Rc;
+
+use healthcheck_core::conf::{CheckConf, FailOpen, StatusClasses, BUFFER_SIZE_DEFAULT};
+use healthcheck_core::http::request::HttpRequest;
+use healthcheck_core::matcher::Test;
+use healthcheck_core::reason::Reason;
+use ngx::ffi::{ngx_log_t, ngx_str_t, NGX_LOG_WARN};
+
+use crate::ffi::{self, str_bytes};
+use crate::match_block::CompiledMatch;
+use crate::shm::Zone;
+use crate::tls::TlsConf;
+use crate::upstream::{PeerRef, UpstreamRef};
+
+/// An upstream's check settings, shared by its peers' targets and probes.
+pub struct UpstreamCheck {
+    pub conf: CheckConf,
+    /// `check_keepalive_requests` (default 10).
+    pub keepalive_requests: u32,
+    /// `type=http`: the request and the verdict's settings.
+    pub http: Option<HttpCheck>,
+    /// The `check_match` block of `match=`.
+    pub matcher: Option<Rc<CompiledMatch>>,
+    /// `check_buffer_size` (also what a send/expect check reads at most).
+    pub buffer_size: usize,
+    /// `check_fail_open`.
+    pub fail_open: FailOpen,
+    /// The upstream's checked peers: slot index and weight (the fail-open
+    /// share is by weight); its resolved addresses join and leave.
+    pub members: RefCell<Vec<(u32, u32)>>,
+    /// The upstream's name (cycle pool).
+    pub upstream: ngx_str_t,
+    /// `type=https` / `type=tls`: the transport's settings.
+    pub tls: Option<TlsCheck>,
+}
+
+/// What a TLS check needs besides its SSL context's own settings.
+pub struct TlsCheck {
+    /// The upstream's SSL context (configuration pool).
+    pub ssl: *mut ngx::ffi::ngx_ssl_t,
+    /// `check_ssl_server_name`.
+    pub server_name: bool,
+    /// `check_ssl_name`.
+    pub name: Option<Vec<u8>>,
+    /// `check_ssl_verify`.
+    pub verify: bool,
+    /// `check_ssl_session_reuse`.
+    pub session_reuse: bool,
+}
+
+impl TlsCheck {
+    /// The settings of `t`, once its SSL context exists.
+    fn of(t: &TlsConf) -> Option<TlsCheck> {
+        Some(TlsCheck {
+            ssl: t.ssl?.as_ptr(),
+            server_name: t.server_name.unwrap_or(true),
+            name: t.name.clone(),
+            verify: t.verify.unwrap_or(false),
+            session_reuse: t.session_reuse.unwrap_or(true),
+        })
+    }
+}
+
+/// What an http check sends and accepts.
+pub struct HttpCheck {
+    /// `check_http_send`, else built per peer from `request`.
+    pub send: Option<Vec<u8>>,
+    pub request: HttpRequest,
+    pub expect_alive: StatusClasses,
+}
+
+impl UpstreamCheck {
+    /// The check of upstream `u` (which has `check`), its configured
+    /// peers at slots `first..`; `matches` are the context's blocks.
+    pub fn new(u: &UpstreamRef, first: u32, matches: &[Rc<CompiledMatch>]) -> Option<Self> {
+        let c = u.conf();
+        let conf = c.check.get()?;
+        let h = &c.http;
+        let http = conf.check_type.is_http().then(|| HttpCheck {
+            send: h.send.get().cloned(),
+            request: h.request.clone(),
+            expect_alive: h.expect_alive.get().copied().unwrap_or_default(),
+        });
+        let matcher = conf
+            .match_block
+            .as_ref()
+            .and_then(|name| matches.iter().find(|m| &m.block.name == name).cloned());
+        let tls = conf
+            .check_type
+            .is_tls()
+            .then(|| TlsCheck::of(&c.tls))
+            .flatten();
+        Some(UpstreamCheck {
+            conf: conf.clone(),
+            keepalive_requests: c.keepalive_requests.get().copied().unwrap_or(10),
+            http,
+            matcher,
+            buffer_size: h.buffer_size.get().copied().unwrap_or(BUFFER_SIZE_DEFAULT),
+            fail_open: c.fail_open.get().copied().unwrap_or_default(),
+            members: RefCell::new(
+                (first..)
+                    .zip(&u.peers)
+                    .map(|(i, p)| (i, p.weight))
+                    .collect(),
+            ),
+            upstream: u.name,
+            tls,
+        })
+    }
+
+    /// The reasons this check can fail with (the Prometheus page has one
+    /// failure series per reason listed).
+    pub fn failure_reasons(&self) -> &'static [Reason] {
+        let expects = self
+            .matcher
+            .as_ref()
+            .is_some_and(|m| m.block.tests.iter().any(|t| matches!(t, Test::Expect(_))));
+        self.conf.check_type.failure_reasons_with(expects)
+    }
+
+    pub fn upstream_bytes(&self) -> &[u8] {
+        // SAFETY: the upstream name lives in the cycle pool.
+        unsafe { str_bytes(&self.upstream) }
+    }
+
+    /// Enter or leave fail-open for the upstream when its check-up share
+    /// (by weight) crossed the threshold; logs the change at `warn`. Every
+    /// slot of the upstream carries the flag (selection reads its own); the
+    /// first slot's flag decides who logs.
+    pub fn update_fail_open(&self, zone: &Zone, log: *mut ngx_log_t) {
+        use core::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
+        if self.fail_open == FailOpen::Off {
+            return;
+        }
+        let Ok(members) = self.members.try_borrow() else {
+            return;
+        };
+        let Some(first) = members.first().and_then(|&(i, _)| zone.slot(i as usize)) else {
+            return;
+        };
+        // A few tries: another worker may change a peer meanwhile.
+        for _ in 0..4 {
+            let (mut up, mut total) = (0u64, 0u64);
+            for &(i, w) in members.iter() {
+                total += u64::from(w);
+                if zone
+                    .slot(i as usize)
+                    .is_some_and(|s| s.up.load(Relaxed) != 0)
+                {
+                    up += u64::from(w);
+                }
+            }
+            let want = u32::from(self.fail_open.applies(up, total));
+            let now = first.fail_open.load(Acquire);
+            if now == want {
+                // Members that joined since (resolved addresses) carry it too.
+                let mut moved = false;
+                for &(i, _) in &members[1..] {
+                    if let Some(s) = zone
+                        .slot(i as usize)
+                        .filter(|s| s.fail_open.load(Relaxed) != want)
+                    {
+                        s.fail_open.store(want, Relaxed);
+                        moved = true;
+                    }
+                }
+                if moved {
+                    zone.header().note_change();
+                }
+                return;
+            }
+            if first
+                .fail_open
+                .compare_exchange(now, want, AcqRel, Acquire)
+                .is_err()
+            {
+                continue;
+            }
+            for &(i, _) in &members[1..] {
+                if let Some(s) = zone.slot(i as usize) {
+                    s.fail_open.store(want, Relaxed);
+                }
+            }
+            zone.header().note_change();
+            let name = String::from_utf8_lossy(self.upstream_bytes());
+            ffi::log(
+                NGX_LOG_WARN,
+                log,
+                format_args!(
+                    "upstream {name} {}: weight {up} of {total} of its checked peers is up \
+                     (check_fail_open {})",
+                    if want == 1 {
+                        "fails open, nginx's own max_fails decides alone"
+                    } else {
+                        "no longer fails open, checks keep down peers out again"
+                    },
+                    self.fail_open,
+                ),
+            );
+        }
+    }
+}
+
+/// One checked peer as the worker sees it.
+pub struct Target {
+    /// Index in the status output and in the zone (per context).
+    pub index: u32,
+    pub upstream: ngx_str_t,
+    pub peer: PeerRef,
+    pub check: Rc<UpstreamCheck>,
+}
+
+impl Target {
+    pub fn upstream_bytes(&self) -> &[u8] {
+        // SAFETY: the upstream name lives in the cycle pool.
+        unsafe { str_bytes(&self.upstream) }
+    }
+}
