@@ -1,4 +1,4 @@
-//! The `healthcheck_admin` content handler (README: healthcheck_admin):
+//! The `healthcheck_admin` content handler (docs/directives.md, healthcheck_admin):
 //! `POST ?upstream=&peer=|server=&action=[&group=]` disables, enables, or
 //! sets the health of the peers it names, in the shared zone, and answers
 //! their rows as JSON.

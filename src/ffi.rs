@@ -107,8 +107,7 @@ pub fn cycle_log() -> *mut ngx_log_t {
 }
 
 /// Run `f`, turning a panic into `fallback` and an `[alert]` so that a bug
-/// never unwinds into nginx's C frames (README: Guarantees and limits,
-/// panics). Every `extern "C"` entry point of the module runs its body
+/// never unwinds into nginx's C frames (docs/design.md, Panics and the FFI boundary). Every `extern "C"` entry point of the module runs its body
 /// through this.
 pub fn guard<T>(log: *mut ngx_log_t, what: &str, fallback: T, f: impl FnOnce() -> T) -> T {
     match catch_unwind(AssertUnwindSafe(f)) {

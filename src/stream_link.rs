@@ -6,7 +6,7 @@
 //! symbol would make `load_module` of this module fail with "undefined
 //! symbol" in the last two cases, even for a configuration that checks http
 //! upstreams only. So the stream symbols the module needs are looked up with
-//! `dlsym` (README: Stream as a dynamic module): nginx `dlopen`s
+//! `dlsym` (README.md, Stream as a dynamic module): nginx `dlopen`s
 //! modules `RTLD_GLOBAL`, so once `load_module .../ngx_stream_module.so;`
 //! came before ours, its symbols are in the global scope like the binary's.
 //! Without stream nginx never calls the module's stream callbacks (there is

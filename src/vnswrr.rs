@@ -1,4 +1,4 @@
-//! The `vnswrr` balancer (README: vnswrr) for http and stream upstreams.
+//! The `vnswrr` balancer (docs/directives.md, vnswrr) for http and stream upstreams.
 //!
 //! It wraps nginx's round robin the way `least_conn` does: nginx builds the
 //! peer lists (`ngx_*_upstream_init_round_robin`) and the per-request state

@@ -1,4 +1,4 @@
-//! The `healthcheck_admin` request (README: healthcheck_admin): which
+//! The `healthcheck_admin` request (docs/directives.md, healthcheck_admin): which
 //! peers an operator names and what to do with them.
 //!
 //! Query arguments, percent-decoded like the status page's:

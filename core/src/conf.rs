@@ -5,7 +5,7 @@
 //! bytes (`cf->args` after the directive name) and prints a [`ConfError`]
 //! after `[emerg] `.
 //!
-//! - [`parse_check`]: the `check` directive (README: check), including every
+//! - [`parse_check`]: the `check` directive (docs/directives.md, check), including every
 //!   default and cross-parameter rule.
 //! - [`parse_shm_size`], [`parse_keepalive_requests`],
 //!   [`parse_status_directive`], [`parse_vnswrr`]: the smaller directives.

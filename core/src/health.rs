@@ -1,4 +1,4 @@
-//! The rise/fall machine (README: How checks work): one peer's up/down
+//! The rise/fall machine (docs/design.md, How checks work): one peer's up/down
 //! state and its consecutive success and failure counts.
 
 /// A change of a peer's state caused by one round's result.

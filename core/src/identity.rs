@@ -1,4 +1,4 @@
-//! Peer identity across configuration loads (README: Reloads):
+//! Peer identity across configuration loads (docs/design.md, Reloads):
 //! (http|stream, upstream name, peer address, check type, effective check
 //! port). Two peers with the same identity in the old and new configuration
 //! share status, counters and statistics.

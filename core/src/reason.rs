@@ -25,7 +25,7 @@ pub enum Reason {
     /// A malformed, oversized or wrongly framed response.
     Invalid = 8,
     /// `passive_fall` consecutive proxied attempts failed (not a check
-    /// round: nginx's own attempts, README: Passive failures).
+    /// round: nginx's own attempts, docs/operations.md, Passive failures).
     Passive = 9,
     /// The TLS handshake failed: an alert, no TLS at all, a protocol or
     /// cipher mismatch.

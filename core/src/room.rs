@@ -1,5 +1,4 @@
-//! The zone's room for addresses nginx resolves at run time (README:
-//! Resolved servers): after the configured peers' slots, a pool of slots
+//! The zone's room for addresses nginx resolves at run time (docs/resolved.md): after the configured peers' slots, a pool of slots
 //! that addresses of `server NAME resolve` lines take and give back as
 //! nginx adds and removes them.
 //!

@@ -1,4 +1,4 @@
-//! When a worker runs a peer's round (README: How rounds are scheduled).
+//! When a worker runs a peer's round (docs/design.md, How rounds are scheduled).
 //!
 //! Every worker keeps a timer per peer; the shared slot holds the next
 //! round's point on the peer's lattice and a lease naming the worker running

@@ -1,4 +1,4 @@
-//! The `check_state_file` format (README: check_state_file): each checked
+//! The `check_state_file` format (docs/directives.md, check_state_file): each checked
 //! peer's health and admin state, by identity, so that a restart or a
 //! binary upgrade starts peers as they were.
 //!

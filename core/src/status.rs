@@ -1,4 +1,4 @@
-//! The `healthcheck_status` page (README: healthcheck_status): query
+//! The `healthcheck_status` page (docs/status.md): query
 //! parsing and rendering in HTML, CSV, JSON and Prometheus text format
 //! 0.0.4.
 //!

@@ -1,4 +1,4 @@
-//! Timer arithmetic of a round (README: How checks work).
+//! Timer arithmetic of a round (docs/design.md, How checks work).
 //!
 //! Timers that may fire a little late (the look at the schedule that starts
 //! a round, the end of a TCP settle window) are aligned to a grid of

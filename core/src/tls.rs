@@ -1,4 +1,4 @@
-//! Names a TLS check sends and verifies (README: TLS checks): the SNI of
+//! Names a TLS check sends and verifies (docs/tls.md): the SNI of
 //! the ClientHello and the name the peer's certificate must match, from
 //! `check_ssl_name`, the `Host` of an https request or the `server` line.
 

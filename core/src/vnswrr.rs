@@ -1,4 +1,4 @@
-//! The VNSWRR ring (virtual-node smooth weighted round robin, README:
+//! The VNSWRR ring (virtual-node smooth weighted round robin, docs/directives.md,
 //! vnswrr): the selection logic of one peer group (primary or backup) in
 //! one worker, with no nginx types. The caller says whether a peer is
 //! usable through closures.

@@ -1,8 +1,8 @@
 //! Fuzz and property tests over the public API of `healthcheck_core`
-//! (issue 8, "Fuzzing and sanitizers").
+//! (docs/design.md, Tests).
 //!
 //! Every test checks invariants, not only "no panic": parsers are compared
-//! with oracles written from the README's rules, renderers are read back
+//! with oracles written from the rules of docs/directives.md and docs/status.md, renderers are read back
 //! with real parsers (serde_json, the csv crate, a strict Prometheus text
 //! reader, an HTML cell reader), the VNSWRR ring is driven by adversarial
 //! `check`/`take` answers against a model of which peers it may refuse,
@@ -726,7 +726,7 @@ impl CheckGen {
         args
     }
 
-    /// The README's rules, applied to the generated values.
+    /// The rules of docs/directives.md and docs/status.md, applied to the generated values.
     fn oracle(&self) -> Option<CheckConf> {
         if self.args().is_empty() || self.stranger.is_some() {
             return None;

@@ -1,5 +1,5 @@
 //! The HTTP probe (`type=http`): one HTTP/1.x request per round and a
-//! verdict on the response (README: type=http).
+//! verdict on the response (docs/directives.md, type=http).
 //!
 //! After the connect (or on a kept connection) the request is written
 //! through the connection; the response is fed, as it arrives, to core's

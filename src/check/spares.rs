@@ -1,6 +1,6 @@
 //! Spare sockets: TCP sockets of finished rounds, disconnected in place and
 //! kept for later rounds of this worker, to any peer of the same address
-//! family (README: Guarantees and limits, spare sockets).
+//! family (docs/design.md, How checks work: spare sockets).
 //!
 //! `connect(AF_UNSPEC)` on a TCP socket resets an open connection (RST, no
 //! TIME_WAIT, like `SO_LINGER` 0), aborts a pending connect, releases the

@@ -1,7 +1,7 @@
 //! The UDP probe: one `NGX_UDP_CHECKER` datagram on its own connected
 //! socket. The round fails only if `ECONNREFUSED` (an ICMP port
 //! unreachable) is seen before the deadline; a reply, silence until the
-//! deadline or any other error is a success (README: How checks work).
+//! deadline or any other error is a success (docs/design.md, How checks work).
 //!
 //! With a `check_match` block, its `send` bytes are the datagram, and with
 //! an `expect` test the round succeeds only on a reply datagram that

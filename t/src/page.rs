@@ -3,7 +3,7 @@
 //! RFC 4180), Prometheus with `promtool check metrics` plus a small label
 //! parser, HTML by its tables and headings. Every parser panics, naming
 //! `what` (the page) and the problem, on anything the documented format
-//! does not allow (README: healthcheck_status).
+//! does not allow (docs/status.md).
 
 use std::collections::{BTreeMap, HashSet};
 use std::io::{self, Write};
@@ -40,7 +40,7 @@ impl Fmt {
         }
     }
 
-    /// Its `Content-Type`, as README (healthcheck_status) lists them,
+    /// Its `Content-Type`, as docs/status.md lists them,
     /// exactly.
     pub fn content_type(self) -> &'static str {
         match self {
@@ -235,7 +235,7 @@ pub fn parse_json(body: &str, what: &str) -> Page {
 
 // --- CSV ---------------------------------------------------------------------
 
-/// The CSV header the page starts with (README: healthcheck_status).
+/// The CSV header the page starts with (docs/status.md).
 pub const CSV_BASE_HEADER: &str = "index,upstream_type,upstream_name,host,rise,fall,check_type,\
 check_port,last_delay,avg_delay,min_delay,max_delay,status";
 /// The columns the module adds after it.

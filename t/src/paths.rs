@@ -10,8 +10,7 @@
 //! `<workspace>/build/nginx-stock-1.28.3/sbin/nginx`, from
 //! `NGINX_STOCK=1 scripts/build`) instead: the patch changes no layout, so
 //! the module built against the patched tree of the same version loads
-//! there, and the module enforces checks without the hook (README: Stock
-//! mode).
+//! there, and the module enforces checks without the hook (docs/stock-mode.md).
 
 use std::path::{Path, PathBuf};
 

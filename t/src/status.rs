@@ -1,4 +1,4 @@
-//! Reading the `healthcheck_status` JSON output (README: healthcheck_status):
+//! Reading the `healthcheck_status` JSON output (docs/status.md):
 //!
 //! ```text
 //! {"servers": {"total": 4, "up": 3, "down": 1, "generation": 2,

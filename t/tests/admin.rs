@@ -1,4 +1,4 @@
-//! `healthcheck_admin` (README: healthcheck_admin): its answers and
+//! `healthcheck_admin` (docs/directives.md, healthcheck_admin): its answers and
 //! errors, the log line of every change, and what a disabled or an
 //! admin-set-down peer means for proxied traffic in every balancer, with
 //! and without `zone`, in http and stream, across a reload.

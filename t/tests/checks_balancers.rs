@@ -1,5 +1,5 @@
 //! Every balancer skips a check-down peer, in http and stream, with and
-//! without `zone` (README: How checks work; issue 3).
+//! without `zone` (docs/design.md, How checks work).
 //!
 //! Each test is one balancer. Its nginx has up to four upstreams (http,
 //! http + zone, stream, stream + zone), each with three peers whose traffic

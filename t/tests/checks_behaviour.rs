@@ -1,5 +1,4 @@
-//! What a TCP check decides and what operators see (README: check, How
-//! checks work):
+//! What a TCP check decides and what operators see (docs/directives.md, check; docs/design.md, How checks work):
 //! rise/fall with a flapping peer, `default_down`, `port=`, how each kind
 //! of misbehaving server is classified, IPv6 and unix peers, `down` and
 //! `backup` servers, the state-change log lines, and no TIME_WAIT.

@@ -1,4 +1,4 @@
-//! Checks across worker processes (README: How checks work; issue 3): one
+//! Checks across worker processes (docs/design.md, How checks work): one
 //! round per peer per interval for the whole instance, takeover when a
 //! worker is killed, no descriptor leaks, prompt exit on reload and quit.
 
@@ -313,8 +313,9 @@ fn killed_worker_between_rounds_does_not_stop_checks() {
 
 // A worker killed in the middle of a round (its probe connection open):
 // the round it leaves unfinished must not block the peer for longer than
-// the takeover rule allows (issue 3: "if the worker that owns a peer dies
-// or stalls, another takes the peer over within 2 intervals").
+// the takeover rule allows (docs/design.md, How rounds are scheduled: if
+// the worker that owns a peer dies or stalls, another takes the peer over
+// within 2 intervals).
 #[test]
 fn killed_worker_mid_round_is_taken_over_within_two_intervals() {
     const INTERVAL: u64 = 500;
@@ -487,7 +488,7 @@ fn old_workers_exit_promptly_on_reload_and_quit() {
 }
 
 // A down peer's rounds run at down_interval, and so does the takeover
-// (README: How rounds are scheduled): with the owner killed, another worker
+// (docs/design.md, How rounds are scheduled): with the owner killed, another worker
 // probes each down peer within two down_intervals, not two intervals (ten
 // times as long here). An http check fails every round on a hanging
 // backend, whose accepts still show each probe.

@@ -1,4 +1,4 @@
-//! What `nginx -t` says about the module's directives (README: Directives).
+//! What `nginx -t` says about the module's directives (docs/directives.md).
 //!
 //! Each bad input is placed in a configuration that is otherwise valid, and
 //! must fail with exit code 1, an `[emerg]`, and the module's message:
@@ -232,7 +232,7 @@ fn check_parameter_values() {
 }
 
 // ---------------------------------------------------------------------------
-// type=http checks and check_match blocks (README: check, check_match):
+// type=http checks and check_match blocks (docs/directives.md, check and check_match):
 // these need snippets in two places (a block in http{} or stream{}, the
 // check that uses it in the upstream), and their messages name the upstream,
 // "u" in http and "s" in stream.
@@ -997,7 +997,7 @@ fn valid_configurations_pass() {
     let loc: &[Ctx] = &[Ctx::HttpLocation];
     let top: &[Ctx] = &[Ctx::Http, Ctx::Stream];
     check_good(&[
-        // README (check): the examples
+        // docs/directives.md, check: errors and examples
         (
             up,
             "check interval=3000 rise=2 fall=5 timeout=1000 default_down=true type=tcp;",
@@ -1022,7 +1022,7 @@ fn valid_configurations_pass() {
         (up, "check interval=500 reuse=1s;"),
         // every default
         (up, "check type=tcp;"),
-        // README (check): the computed-values table and documented spellings
+        // docs/directives.md, check: computed values and documented spellings
         (up, "check keepalive=on;"),
         (up, "check interval=20000 reuse=on;"),
         (up, "check keepalive=:;"),
@@ -1053,8 +1053,7 @@ fn module_loads_without_any_directive() {
     assert_module_loads();
 }
 
-/// `down_interval=` and `jitter=` (README: check, How rounds are
-/// scheduled): the bounds of `interval`, and both below every interval in
+/// `down_interval=` and `jitter=` (docs/directives.md, check; docs/design.md, How rounds are scheduled): the bounds of `interval`, and both below every interval in
 /// force, each error naming the parameter, its value and the rule.
 #[test]
 fn check_schedule_parameters() {

@@ -1,4 +1,4 @@
-//! What operators wire up (README: Alerts and dashboard):
+//! What operators wire up (docs/operations.md, Alerts and dashboard):
 //! `contrib/prometheus/alerts.yml` passes `promtool check rules` and its
 //! unit tests (`alerts_test.yml`, `promtool test rules`), every query of
 //! `contrib/grafana/dashboard.json` is valid PromQL, and every metric and

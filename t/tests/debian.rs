@@ -1,7 +1,7 @@
 //! The module in Debian 12's own nginx (1.22.1, built `--with-compat` and
 //! `--with-stream=dynamic`; its stream module is the separate package
 //! libnginx-mod-stream), built for that binary with `scripts/build --like`
-//! (README: Building for an installed nginx).
+//! (docs/stock-mode.md, Building for an installed nginx).
 //!
 //! Needs `scripts/debian-nginx` (the three packages unpacked under
 //! build/debian-nginx/, no service installed) and
@@ -10,7 +10,7 @@
 //! `NGINX_DEBIAN_MODULE` override the paths.
 //!
 //! Debian's nginx has no balancer hook patch, so everything past loading
-//! runs the module in stock mode (README: Stock mode).
+//! runs the module in stock mode (docs/stock-mode.md).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -117,7 +117,7 @@ fn debian_nginx_loads_the_module_without_its_stream_module() {
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("unknown directive \"stream\""), "{out}");
 
-    // Loaded after stream (README's two load_module lines), as well.
+    // Loaded after stream (README.md's two load_module lines), as well.
     let (code, out) = debian().load_first(debian_stream_module()).test_config("");
     assert_eq!(code, 0, "stream first, then the module:\n{out}");
 }

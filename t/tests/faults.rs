@@ -1,4 +1,4 @@
-//! Fault injection (issue 8): real nginx, real backends, and the faults a
+//! Fault injection (docs/design.md, Guarantees and limits): real nginx, real backends, and the faults a
 //! network and a host really have, injected with iptables, signals,
 //! sysctls and resource limits inside a network namespace each test
 //! creates for itself (see `faults_net`: nothing leaves the namespace and
@@ -221,8 +221,7 @@ fn blackholed_peer_is_down_within_fall_rounds_of_timeout() {
 /// peek the kept connection, which looks fine until the kernel gives up
 /// on it after idle + intvl*cnt without an answer; the next round
 /// re-handshakes into the blackhole and times out. So the peer is down
-/// within idle + intvl*cnt + fall*interval + timeout (README: How
-/// checks work), and not before intvl*cnt + (fall-1)*interval +
+/// within idle + intvl*cnt + fall*interval + timeout (docs/design.md, How checks work), and not before intvl*cnt + (fall-1)*interval +
 /// timeout (the kept connection did keep it up meanwhile).
 #[test]
 fn blackholed_kept_connection_is_down_within_keepalive_bound() {
@@ -352,7 +351,7 @@ fn udp_icmp_port_unreachable_marks_down() {
 }
 
 /// UDP with nothing listening, but ICMP port unreachable dropped on the
-/// way back: no round can see a failure, the peer stays up (README
+/// way back: no round can see a failure, the peer stays up (docs/operations.md,
 /// "Limits operators must know": where ICMP is filtered a dead UDP service
 /// stays up). Removing the filter shows the same peer going down, so the
 /// setup is not the reason it stayed up.
@@ -834,7 +833,7 @@ stream {{
 }
 
 /// When a round finds no free nginx connection, the module's line must
-/// say so (README: How checks work, local errors are logged) and must not
+/// say so (docs/design.md, How checks work: local errors) and must not
 /// blame an errno that is not a local error: ngx_event_connect_peer()
 /// fails in ngx_get_connection() after a successful socket(), so errno is
 /// whatever an earlier call left (EAGAIN, EINPROGRESS), and with errno 0
@@ -849,8 +848,7 @@ fn no_free_connection_is_logged_as_such() {
             lines.iter().any(|l| l.contains(NO_CONNECTION_LINE)),
             "no module line containing {NO_CONNECTION_LINE:?}; its local-error lines: {lines:#?}"
         );
-        // EMFILE, ENFILE, ENOBUFS, ENOMEM, EADDRNOTAVAIL (README: How
-        // checks work).
+        // EMFILE, ENFILE, ENOBUFS, ENOMEM, EADDRNOTAVAIL (docs/design.md, How checks work).
         let local = [24, 23, 105, 12, 99];
         let errno_form = format!("{LOCAL_ERROR_LINE} ");
         for l in &lines {

@@ -1,4 +1,4 @@
-//! `check ... type=http` and `check_match` (README: check, check_match),
+//! `check ... type=http` and `check_match` (docs/directives.md, check and check_match),
 //! against a real nginx and scripted backends on loopback.
 //!
 //! An http check sends a request (built from `check_http_request` and
@@ -521,7 +521,7 @@ fn match_body_regex_on_a_chunked_body() {
 // Peers that do not answer, or answer badly
 
 /// A peer that accepts and never answers: a TCP check calls it up (the
-/// README's first limit), an http check times out.
+/// the first limit of docs/operations.md), an http check times out.
 #[test]
 fn a_peer_that_accepts_and_hangs_times_out() {
     let b = HttpBackend::start(Reply::Hang);
@@ -623,8 +623,7 @@ fn endless_headers_are_invalid() {
 /// A chunked body that never ends, with a `body` test: we assert
 /// `mismatch`, not `timeout`. A `body` test sees the first
 /// check_buffer_size bytes of the decoded body, and the round ends as soon
-/// as those have arrived (README: type=http, "The round ends as soon as the
-/// verdict is known"): 16 KB of filler come in well before the 180 ms
+/// as those have arrived (docs/directives.md, type=http: "The round ends as soon as the verdict is known"): 16 KB of filler come in well before the 180 ms
 /// deadline, and they do not contain what the test looks for. Waiting for
 /// the body's end instead would be `timeout`, and would let any backend
 /// hold a check for its whole budget. The framing is valid, so it is not
@@ -755,7 +754,7 @@ fn trickling_body_slower_than_the_timeout_times_out() {
 
 /// A 20 MB body on a kept connection (`reuse=on`): the status decides
 /// (up) as soon as the head is in. The rest is read within the round's
-/// timeout (README: kept connections), and a response not complete by then
+/// timeout (docs/directives.md, type=http: kept connections), and a response not complete by then
 /// is never reused: upstream `slow` sends its 20 MB in 64 KB pieces 5 ms
 /// apart (1.6 s against a 180 ms budget), so each of its connections
 /// carries one round. Upstream `fast` sends the 20 MB at once; whether
@@ -1071,7 +1070,7 @@ stream {{
 /// `+PONG`. A regex cannot tell "no match yet" from "never": an answer
 /// that outgrows `check_buffer_size` (1k here) without matching is
 /// `invalid`, and a wrong answer after which the server closes is `closed`
-/// (README: check_match, "the server closes first").
+/// (docs/directives.md, check_match: "the server closes first").
 #[test]
 fn tcp_send_expect_regex() {
     let srv = LineServer::start(b"+PONG\r\n", true);

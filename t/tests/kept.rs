@@ -1,6 +1,5 @@
 //! Kept TCP check connections: `reuse=`, `keepalive=` and
-//! `check_keepalive_requests` (README: check, check_keepalive_requests, How
-//! checks work; issue 4).
+//! `check_keepalive_requests` (docs/directives.md, check and check_keepalive_requests; docs/design.md, How checks work).
 //!
 //! With `reuse` or `keepalive` the peer's owning worker keeps the
 //! connection of a successful round; later rounds only peek it
@@ -674,7 +673,7 @@ fn idle_data_past_4k_closes_and_remakes_the_connection() {
 
 /// A server that writes 5 KB at once on accept (a large greeting). The
 /// first round sees data and keeps the connection; a kept connection is
-/// closed past 4 KB of data (README: How checks work), so the connection
+/// closed past 4 KB of data (docs/design.md, How checks work), so the connection
 /// must be closed and re-made, and the peer stays up.
 #[test]
 fn five_kb_greeting_closes_and_remakes_the_connection() {
@@ -959,8 +958,7 @@ fn one_connection_per_peer_with_four_workers_and_takeover() {
     assert!(ng.log_contains("exited on signal 9"));
 }
 
-/// Delay statistics with kept connections. What is measured (README: How
-/// checks work):
+/// Delay statistics with kept connections. What is measured (docs/design.md, How checks work):
 /// from the round's start to its result, successful rounds only. A round
 /// that only peeks the kept connection records its near-zero duration; a
 /// round that (re-)handshakes records the connect-and-peek time (on
@@ -1016,7 +1014,7 @@ fn delay_statistics_stay_meaningful_with_reuse() {
 
 /// On reload, an old worker that is shutting down (held by a proxied
 /// stream session) starts no more rounds and closes its kept check
-/// connections at once (README: How checks work): the backend ends up with
+/// connections at once (docs/design.md, How checks work): the backend ends up with
 /// exactly the new worker's connection.
 #[test]
 fn reload_closes_the_old_workers_kept_connections() {

@@ -1,5 +1,4 @@
-//! Life cycle of the module (README: check `default_down`, check_shm_size,
-//! How checks work, Reloads; issue 6): state inherited across reloads by
+//! Life cycle of the module (docs/directives.md, check (default_down) and check_shm_size; docs/design.md, How checks work and Reloads): state inherited across reloads by
 //! peer identity, `generation`, zone sizing, reload storms, killed workers,
 //! single-process mode, binary upgrade and the helper processes of
 //! `proxy_cache_path`.
@@ -693,7 +692,7 @@ fn check_port_or_type_change_gives_fresh_state() {
     assert!(s4.checks(Http, "u", &name) >= before, "checks reset: {s4}");
 }
 
-// README (Reloads): identity uses the *effective* check port. `port=`
+// docs/design.md, Reloads: identity uses the *effective* check port. `port=`
 // naming the server's own port does not change where the probe goes, so the
 // state must be kept.
 #[test]
@@ -908,7 +907,7 @@ fn generation_counts_successful_reloads_only() {
     drop(busy);
 }
 
-// README (Reloads): `generation` counts successful loads, the zone existing
+// docs/design.md, Reloads: `generation` counts successful loads, the zone existing
 // as soon as an `http` or `stream` block does — also when the http zone
 // appears or disappears (no checked http peer) while stream keeps its
 // checks.
@@ -1050,8 +1049,8 @@ fn reload_into_too_small_zone_is_refused() {
     assert!(s2.checks(Http, "u", &a.addr()) >= s1.checks(Http, "u", &a.addr()));
 }
 
-// At most 256 bytes of shared memory per peer (README: check_shm_size
-// documents 200), read from the needed size nginx -t reports for 1000 and
+// At most 256 bytes of shared memory per peer (docs/directives.md,
+// check_shm_size documents 256), read from the needed size nginx -t reports for 1000 and
 // 2000 peers.
 #[test]
 fn shared_memory_per_peer_is_at_most_256_bytes() {
@@ -1427,7 +1426,7 @@ fn killed_workers_are_respawned_and_checks_continue() {
     );
 }
 
-// Issue 6: "checks continue within 2 intervals" also for the peer whose
+// "Checks continue within 2 intervals" (docs/design.md, Reloads) also for the peer whose
 // round the dead worker was running.
 #[test]
 fn killed_worker_peer_is_checked_again_within_two_intervals() {

@@ -1,5 +1,4 @@
-//! `passive_fall` and `check_fail_open` with real traffic (README: Passive
-//! failures, Fail-open), each in the patched nginx and in stock mode.
+//! `passive_fall` and `check_fail_open` with real traffic (docs/operations.md, Passive failures and Fail-open), each in the patched nginx and in stock mode.
 
 mod common;
 

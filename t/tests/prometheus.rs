@@ -1,5 +1,4 @@
-//! The Prometheus page at fleet scale (README: healthcheck_status,
-//! Cardinality): what a scrape costs per peer, which families the default
+//! The Prometheus page at fleet scale (docs/status.md; docs/operations.md, Cardinality): what a scrape costs per peer, which families the default
 //! (lean) page and the full page (`?histogram=on`, or `histogram=on` on the
 //! directive) carry, and that the series set a dashboard sees never churns.
 //!
@@ -73,7 +72,7 @@ const PAGE_FAMILIES: [&str; 4] = [
     "nginx_upstream_count_generation",
 ];
 
-/// One series per upstream (README: healthcheck_status).
+/// One series per upstream (docs/status.md).
 const UPSTREAM_FAMILIES: [&str; 2] = ["nginx_upstream_peers_up", "nginx_upstream_fail_open"];
 
 const ACTIVE: &str = "nginx_upstream_server_active";
@@ -492,7 +491,7 @@ stream {{
 
 /// 100 tcp peers in upstreams `pool_000` .. `pool_099`, named
 /// `127.0.0.1:PORT`: each costs at most 1500 bytes on the default page
-/// (README: about 1 400), and so does the whole page per peer.
+/// (docs/operations.md, Cardinality: about 1 400), and so does the whole page per peer.
 #[test]
 fn tcp_peer_costs_at_most_1500_bytes_on_the_default_page() {
     const PEERS: usize = 100;
@@ -549,7 +548,7 @@ fn tcp_peer_costs_at_most_1500_bytes_on_the_default_page() {
             .join("\n")
     );
     // Here every peer is an upstream of its own: the per-upstream series
-    // (README: Cardinality) cost per upstream, not per peer, and are
+    // (docs/operations.md, Cardinality) cost per upstream, not per peer, and are
     // bounded on their own.
     let upstream_bytes: usize = page
         .lines()

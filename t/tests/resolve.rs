@@ -1,5 +1,5 @@
 //! Peers nginx resolves at run time (`server NAME:PORT resolve` in a `zone`
-//! upstream, nginx 1.27.3+; README: Resolved servers),
+//! upstream, nginx 1.27.3+; docs/resolved.md),
 //! against a real DNS server: dnsmasq on loopback ([`healthcheck_t::dns`]),
 //! whose answers the tests change while nginx runs.
 //!

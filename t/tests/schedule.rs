@@ -1,4 +1,4 @@
-//! How rounds are scheduled (README: How rounds are scheduled): the
+//! How rounds are scheduled (docs/design.md, How rounds are scheduled): the
 //! `down_interval=` and `jitter=` parameters of `check`, measured where an
 //! operator would see them, as probe connections arriving at a backend.
 //!

@@ -74,7 +74,7 @@ stream {{
     ng.quit();
 }
 
-// The status handler's JSON output (README: healthcheck_status).
+// The status handler's JSON output (docs/status.md).
 #[test]
 fn status_json_shape() {
     let b = Backend::start();
@@ -145,8 +145,7 @@ fn refusing_backend_goes_down_and_comes_back() {
 // The module must load into an nginx whose stream part is a module of its
 // own (Debian's `--with-stream=dynamic`, without libnginx-mod-stream) or
 // missing: `load_module` fails on any undefined symbol, so the .so may not
-// need a single stream symbol from nginx (README: Stream as a dynamic
-// module). The http symbols it needs are always in the binary.
+// need a single stream symbol from nginx (README.md, Stream as a dynamic module). The http symbols it needs are always in the binary.
 #[test]
 fn module_needs_no_stream_symbol_from_nginx() {
     let module = healthcheck_t::paths::module_path();

@@ -1,4 +1,4 @@
-//! `check_state_file` (README: check_state_file): peers start as they were
+//! `check_state_file` (docs/directives.md, check_state_file): peers start as they were
 //! after a restart and a binary upgrade (`USR2`); a missing, truncated,
 //! foreign or hostile file is a `[warn]` and nginx starts as configured;
 //! an unwritable path or a full disk is a `[warn]` and nginx goes on.

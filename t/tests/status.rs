@@ -1,4 +1,4 @@
-//! The `healthcheck_status` page (README: healthcheck_status; issue 5)
+//! The `healthcheck_status` page (docs/status.md)
 //! against a real nginx with real http and stream backends: every format x
 //! filter, query errors, response headers, methods, hostile upstream names,
 //! access control and state changes.
@@ -406,7 +406,7 @@ fn no_checked_peers(generation: Option<u64>) {
     }
 }
 
-/// README (healthcheck_status): `generation` is 1 after the first start,
+/// docs/status.md: `generation` is 1 after the first start,
 /// also when no upstream has a check (there is no shared zone then).
 #[test]
 fn no_checked_peers_generation() {

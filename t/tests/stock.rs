@@ -1,4 +1,4 @@
-//! Stock mode (README: Stock mode): loaded into an nginx without the patch,
+//! Stock mode (docs/stock-mode.md): loaded into an nginx without the patch,
 //! the module starts, says so once, and enforces checks through the peers'
 //! `down` flag. The balancer, lifecycle and status suites run in stock mode
 //! too (scripts/test); this file covers what only stock mode has.

@@ -1,4 +1,4 @@
-//! TLS checks (README: TLS checks): `type=https` and `type=tls` through
+//! TLS checks (docs/tls.md): `type=https` and `type=tls` through
 //! nginx's own SSL layer against real TLS servers (nginx, certificates the
 //! test generates), in http and stream upstreams: the handshake, SNI,
 //! verification, client certificates, resumption, and the failures.

@@ -1,4 +1,4 @@
-//! UDP checks (`check type=udp`, README: Limits operators must know; issue 4).
+//! UDP checks (`check type=udp`, docs/operations.md, Limits operators must know).
 //!
 //! A UDP round sends one `NGX_UDP_CHECKER` datagram on its own connected
 //! socket and fails only when `ECONNREFUSED` (an ICMP port unreachable) is

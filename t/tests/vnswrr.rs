@@ -1,4 +1,4 @@
-//! The `vnswrr` balancer through a real nginx (README: vnswrr): which
+//! The `vnswrr` balancer through a real nginx (docs/directives.md, vnswrr): which
 //! backend served each request, counted per peer.
 //!
 //! With one worker a ring is walked by one cursor, so every `N` consecutive

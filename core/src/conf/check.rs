@@ -1,4 +1,4 @@
-//! The `check` directive (README: check).
+//! The `check` directive (docs/directives.md, check).
 //!
 //! Parsing runs in two passes. The first turns each `name=value` argument
 //! into a typed value, rejecting unknown names, repeats and malformed or

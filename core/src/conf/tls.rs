@@ -1,4 +1,4 @@
-//! The `check_ssl_*` directives (README: TLS checks): their values, with
+//! The `check_ssl_*` directives (docs/tls.md): their values, with
 //! nginx's own wording where nginx has a directive of the same shape
 //! (`proxy_ssl_*`). The rules between them are in `context`.
 

@@ -1,4 +1,4 @@
-//! CSV (README: healthcheck_status): the C module's header, then our
+//! CSV (docs/status.md): the C module's header, then our
 //! columns, one record per printed peer, http rows first.
 //!
 //! - Header: [`HEADER`]. Our columns after the C module's: `checks`,

@@ -1,5 +1,4 @@
-//! JSON: the C module's shape with our additions (README:
-//! healthcheck_status), one peer object per line.
+//! JSON: the C module's shape with our additions (docs/status.md), one peer object per line.
 //!
 //! ```text
 //! {"servers": {

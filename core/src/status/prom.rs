@@ -158,7 +158,7 @@ enum Family {
 }
 
 /// The default page's per-peer families, in the order printed: 3 + (the
-/// reasons of the check type) series per peer (README: Cardinality).
+/// reasons of the check type) series per peer (docs/operations.md, Cardinality).
 const LEAN: [Family; 5] = [
     Family::Active,
     Family::Checks,

@@ -39,7 +39,7 @@ use super::{iptables, ChildBackend};
 
 const FALL: u64 = 3;
 const RISE: u64 = 2;
-/// The window's allowance beyond fall*interval (+ timeout), per issue 8.
+/// The window's allowance beyond fall*interval (+ timeout) (docs/benchmarks.md).
 const WINDOW_SLACK_MS: u64 = 50;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

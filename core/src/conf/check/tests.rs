@@ -1,4 +1,4 @@
-//! Tests of the `check` directive: the README's tables and examples, every
+//! Tests of the `check` directive: docs/directives.md's tables and examples, every
 //! error message, and properties over generated argument lists.
 
 use super::*;
@@ -150,7 +150,7 @@ fn integer_values() {
     assert!(!ok("default_down=false").default_down);
 }
 
-/// The computed values the README lists (README: check).
+/// The computed values docs/directives.md lists (docs/directives.md, check).
 #[test]
 fn spec_table_of_computed_values() {
     let c = ok("interval=1000 timeout=900 reuse=30s keepalive=30s:5s:1s:3");
@@ -191,7 +191,7 @@ fn spec_table_of_computed_values() {
     );
 }
 
-/// Examples that must parse (the README's among them).
+/// Examples that must parse (docs/directives.md's among them).
 #[test]
 fn spec_examples_that_parse() {
     let c = ok("interval=3000 rise=2 fall=5 timeout=1000 default_down=true type=tcp");
@@ -740,8 +740,7 @@ fn non_utf8_arguments_do_not_panic() {
     );
 }
 
-/// `down_interval=` and `jitter=` (README: check, How rounds are
-/// scheduled).
+/// `down_interval=` and `jitter=` (docs/directives.md, check; docs/design.md, How rounds are scheduled).
 #[test]
 fn schedule_parameters() {
     let c = ok("interval=1000 down_interval=5s jitter=250ms");
