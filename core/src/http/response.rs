@@ -36,6 +36,8 @@
 //!
 //! Memory: see [`Parser`].
 
+use grammar::{field_byte, framing, is_ctl, is_tchar, run, trim, trim_end};
+
 /// The most interim (1xx) responses skipped before the final one; one more
 /// is [`Invalid::TooManyInterim`].
 pub const MAX_INTERIM: u32 = 8;
@@ -726,106 +728,6 @@ enum Field {
     SectionEnd,
 }
 
-/// The grammar of header and trailer field lines (control bytes already
-/// refused).
-fn field_byte(line: Line, b: u8) -> Result<Field, Invalid> {
-    Ok(match (line, b) {
-        (Line::FieldStart, b'\r') => Field::Next(Line::EndLf),
-        (Line::FieldStart | Line::EndLf, b'\n') => Field::SectionEnd,
-        (Line::FieldStart | Line::Name, _) if is_tchar(b) => Field::Next(Line::Name),
-        (Line::Name, b':') => Field::Next(Line::ValueStart),
-        (Line::ValueStart, b' ' | b'\t') => Field::Next(Line::ValueStart),
-        (Line::ValueStart | Line::Value, b'\r') => Field::Next(Line::FieldLf),
-        (Line::ValueStart | Line::Value | Line::FieldLf, b'\n') => Field::LineEnd,
-        (Line::ValueStart | Line::Value, _) => Field::Next(Line::Value),
-        // obs-fold, space before the colon, a line without one, a lone CR.
-        _ => return Err(Invalid::HeaderSyntax),
-    })
-}
-
-/// The final response's framing (RFC 9112 section 6.3).
-fn framing(head: &Head, head_request: bool) -> Result<Framing, Invalid> {
-    if head_request || head.status == 204 || head.status == 304 {
-        return Ok(Framing::None);
-    }
-    let has_length = head.header(b"content-length").is_some();
-    if head.header(b"transfer-encoding").is_some() {
-        if has_length || head.version == 0 {
-            return Err(Invalid::Framing);
-        }
-        let mut codings = head.list(b"transfer-encoding").filter(|c| !c.is_empty());
-        let mut last = None;
-        for coding in codings.by_ref() {
-            if last.is_some_and(|l: &[u8]| l.eq_ignore_ascii_case(b"chunked")) {
-                return Err(Invalid::Framing);
-            }
-            let name = trim(coding.split(|&b| b == b';').next().unwrap_or_default());
-            if name.is_empty() || !name.iter().all(|&b| is_tchar(b)) {
-                return Err(Invalid::Framing);
-            }
-            last = Some(coding);
-        }
-        return match last {
-            Some(l) if l.eq_ignore_ascii_case(b"chunked") => Ok(Framing::Chunked),
-            _ => Err(Invalid::Framing),
-        };
-    }
-    if has_length {
-        let mut length = None;
-        for v in head.list(b"content-length") {
-            let n = parse_length(v).ok_or(Invalid::Framing)?;
-            if length.is_some_and(|l| l != n) {
-                return Err(Invalid::Framing);
-            }
-            length = Some(n);
-        }
-        return length.map(Framing::Length).ok_or(Invalid::Framing);
-    }
-    Ok(Framing::UntilClose)
-}
-
-/// A Content-Length value: digits only, fitting u64.
-fn parse_length(v: &[u8]) -> Option<u64> {
-    if v.is_empty() {
-        return None;
-    }
-    v.iter().try_fold(0u64, |n, &b| {
-        if !b.is_ascii_digit() {
-            return None;
-        }
-        n.checked_mul(10)?.checked_add(u64::from(b - b'0'))
-    })
-}
-
-/// How many of `avail` input bytes a body run of `left` bytes takes.
-fn run(left: u64, avail: usize) -> usize {
-    usize::try_from(left).map_or(avail, |l| l.min(avail))
-}
-
-/// A control byte that may not appear in a head: all but HTAB, CR, LF
-/// (CR and LF are line ends, checked by the grammar).
-fn is_ctl(b: u8) -> bool {
-    (b < 0x20 && !matches!(b, b'\t' | b'\r' | b'\n')) || b == 0x7f
-}
-
-/// RFC 9110 tchar.
-fn is_tchar(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
-}
-
-fn is_ows(b: &u8) -> bool {
-    matches!(b, b' ' | b'\t')
-}
-
-fn trim_end(v: &[u8]) -> &[u8] {
-    let end = v.iter().rposition(|b| !is_ows(b)).map_or(0, |i| i + 1);
-    &v[..end]
-}
-
-fn trim(v: &[u8]) -> &[u8] {
-    let start = v.iter().position(|b| !is_ows(b)).unwrap_or(v.len());
-    trim_end(&v[start..])
-}
-
+mod grammar;
 #[cfg(test)]
 mod tests;

@@ -1,0 +1,398 @@
+use super::*;
+
+/// The computed values docs/directives.md lists (docs/directives.md, check).
+#[test]
+fn spec_table_of_computed_values() {
+    let c = ok("interval=1000 timeout=900 reuse=30s keepalive=30s:5s:1s:3");
+    assert_eq!(c.timeout_ms, 900);
+    assert_eq!(c.rehandshake_ms, Some(30_000));
+    assert_eq!(c.keepalive, ka(5, 1, 3));
+    assert_eq!(c.reuse, Reuse::Period { ms: 30_000 });
+
+    let c = ok("interval=1000 reuse=30s keepalive=off:5s:1s:3");
+    assert_eq!(c.timeout_ms, 900);
+    assert_eq!(c.rehandshake_ms, Some(30_000));
+    assert_eq!(c.keepalive, ka(5, 1, 3));
+
+    let c = ok("interval=1500 reuse=2s keepalive=on");
+    assert_eq!(c.timeout_ms, 1_350);
+    assert_eq!(c.rehandshake_ms, Some(2_000));
+    assert_eq!(c.keepalive, ka(1, 1, 3));
+
+    let c = ok("keepalive=on");
+    assert_eq!(c.interval_ms, 5_000);
+    assert_eq!(c.timeout_ms, 4_500);
+    assert_eq!(c.rehandshake_ms, Some(30_000));
+    assert_eq!(c.keepalive, ka(5, 1, 3));
+    assert_eq!(c.reuse, Reuse::Off);
+    assert!(c.keeps_connection());
+
+    let c = ok("interval=20000 reuse=on");
+    assert_eq!(c.timeout_ms, 5_000);
+    assert_eq!(c.rehandshake_ms, Some(40_000));
+    assert_eq!(c.keepalive, None);
+    assert_eq!(c.reuse, Reuse::On);
+    assert_eq!(c.reuse_period_ms(), Some(40_000));
+
+    assert_eq!(
+        err("interval=500 reuse=1s keepalive=on"),
+        "invalid parameter \"keepalive=on\": \
+         no positive keepalive idle fits below the rehandshake period of 1000 ms"
+    );
+}
+
+/// Examples that must parse (docs/directives.md's among them).
+#[test]
+fn spec_examples_that_parse() {
+    let c = ok("interval=3000 rise=2 fall=5 timeout=1000 default_down=true type=tcp");
+    assert_eq!(
+        c,
+        CheckConf {
+            interval_ms: 3_000,
+            timeout_ms: 1_000,
+            down_interval_ms: None,
+            jitter_ms: 0,
+            fall: 5,
+            rise: 2,
+            default_down: true,
+            check_type: CheckType::Tcp,
+            port: 0,
+            reuse: Reuse::Off,
+            keepalive: None,
+            rehandshake_ms: None,
+            match_block: None,
+            passive_fall: 0,
+        }
+    );
+
+    ok("interval=1000 timeout=900 type=tcp reuse=30s keepalive=30s:5s:1s:3");
+    ok("interval=1000 type=tcp reuse=30s keepalive=off:5s:1s:3");
+
+    let c = ok("interval=1500 type=tcp reuse=2s keepalive=on");
+    assert_eq!(c.keepalive, ka(1, 1, 3), "idle shrinks to 1s");
+
+    let c = ok("type=udp interval=3000 rise=2 fall=5 timeout=1000 default_down=true");
+    assert_eq!(c.check_type, CheckType::Udp);
+    assert_eq!(c.rehandshake_ms, None);
+
+    let c = ok("interval=3000 rise=2 fall=5 timeout=1000 default_down=true type=tcp reuse=on");
+    assert_eq!(c.reuse, Reuse::On);
+    assert_eq!(c.rehandshake_ms, Some(30_000));
+
+    let c = ok("interval=500 reuse=1s");
+    assert_eq!(c.reuse, Reuse::Period { ms: 1_000 });
+    assert_eq!(c.rehandshake_ms, Some(1_000));
+    assert_eq!(c.keepalive, None);
+}
+
+/// Examples that must fail `nginx -t`, with their messages.
+#[test]
+fn spec_examples_that_fail() {
+    let cases = [
+        (
+            "interval=3000 timeout=5000",
+            "invalid parameter \"timeout=5000\": timeout must be less than interval (3000 ms)",
+        ),
+        (
+            "interval=500 reuse=1s keepalive=on",
+            "invalid parameter \"keepalive=on\": \
+             no positive keepalive idle fits below the rehandshake period of 1000 ms",
+        ),
+        (
+            "interval=1000 reuse=1s",
+            "invalid parameter \"reuse=1s\": \
+             reuse period (1000 ms) must be greater than interval (1000 ms)",
+        ),
+        (
+            "interval=1000 reuse=30s keepalive=30s:30s",
+            "invalid parameter \"keepalive=30s:30s\": \
+             keepalive idle (30 s) must be less than the rehandshake period (30000 ms)",
+        ),
+        (
+            "interval=1000 keepalive=30s:5s:6s",
+            "invalid parameter \"keepalive=30s:5s:6s\": \
+             keepalive intvl (6 s) must not exceed idle (5 s)",
+        ),
+        (
+            "interval=1500 reuse=2s keepalive=::2s",
+            "invalid parameter \"keepalive=::2s\": \
+             keepalive intvl (2 s) must not exceed the computed idle (1 s)",
+        ),
+        (
+            "type=udp reuse=on",
+            "invalid parameter \"reuse=on\": reuse requires type=tcp or type=http",
+        ),
+        (
+            "type=fastcgi",
+            "invalid parameter \"type=fastcgi\": \
+             type must be tcp, udp, http, https or tls (ssl_hello is tls)",
+        ),
+    ];
+    for (line, message) in cases {
+        assert_eq!(err(line), message, "check {line}");
+    }
+}
+
+/// Arguments that are wrong on their own, grouped by the reason printed
+/// after `invalid parameter "<arg>": `.
+#[test]
+fn single_parameter_errors() {
+    let groups: &[(&[&str], &str)] = &[
+        (
+            &["interval=99", "interval=0", "interval=99ms"],
+            "interval must be at least 100 ms",
+        ),
+        (
+            &[
+                "interval=abc",
+                "interval=-1",
+                "interval=+100",
+                "interval=0x10",
+                "interval=",
+                "interval=1m30",
+                "interval=1M",
+                "interval=1y",
+                "interval=3S",
+                "interval=1.5s",
+            ],
+            "interval must be milliseconds or an nginx time (500ms, 3s)",
+        ),
+        (
+            &[
+                "interval=99999999999999999999",
+                "interval=86400001",
+                "interval=2d",
+            ],
+            "interval must be at most 86400000 ms (24h)",
+        ),
+        (&["timeout=0", "timeout=0ms"], "timeout must be positive"),
+        (
+            &["timeout=abc", "timeout=-5"],
+            "timeout must be milliseconds or an nginx time (500ms, 3s)",
+        ),
+        (
+            &["timeout=2d", "timeout=99999999999999999999"],
+            "timeout must be at most 86400000 ms (24h)",
+        ),
+        (
+            &["rise=0", "rise=100001", "rise=99999999999999999999"],
+            "rise must be from 1 to 100000",
+        ),
+        (
+            &["rise=", "rise=+1", "rise=2s"],
+            "rise must be a plain decimal integer",
+        ),
+        (&["fall=0"], "fall must be from 1 to 100000"),
+        (
+            &["fall=-1", "fall=0x3"],
+            "fall must be a plain decimal integer",
+        ),
+        (&["port=0", "port=65536"], "port must be from 1 to 65535"),
+        (
+            &["port=", "port=http"],
+            "port must be a plain decimal integer",
+        ),
+        (
+            &["default_down=yes", "default_down=TRUE", "default_down="],
+            "default_down must be true or false",
+        ),
+        (
+            &[
+                "type=HTTP",
+                "type=TCP",
+                "type=mysql",
+                "type=SSL_HELLO",
+                "type=",
+            ],
+            "type must be tcp, udp, http, https or tls (ssl_hello is tls)",
+        ),
+        (
+            &["reuse=maybe", "reuse=500ms", "reuse=", "reuse=ON"],
+            "reuse must be off, on or a time in seconds (30, 30s, 5m; ms is not accepted)",
+        ),
+        (
+            &["reuse=8d", "reuse=99999999999999999999"],
+            "reuse must be at most 7d (604800000 ms)",
+        ),
+        (
+            &["keepalive="],
+            "keepalive must be off, on or rehandshake[:idle[:intvl[:cnt]]]",
+        ),
+        (
+            &["keepalive=a:b:c:d:e", "keepalive=::::"],
+            "keepalive takes at most 4 fields (rehandshake:idle:intvl:cnt), not 5",
+        ),
+        (
+            &["keepalive=abc", "keepalive=500ms", "keepalive=OFF"],
+            "keepalive rehandshake must be on, off or a time in seconds \
+             (30, 30s, 5m; ms is not accepted)",
+        ),
+        (
+            &["keepalive=8d"],
+            "keepalive rehandshake must be at most 7d (604800000 ms)",
+        ),
+        (
+            &["keepalive=:on", "keepalive=off:off"],
+            "keepalive idle cannot be on or off (only the first field can)",
+        ),
+        (
+            &["keepalive=::off"],
+            "keepalive intvl cannot be on or off (only the first field can)",
+        ),
+        (
+            &["keepalive=:::on"],
+            "keepalive cnt cannot be on or off (only the first field can)",
+        ),
+        (
+            &["keepalive=:40000", "keepalive=:0", "keepalive=:10h"],
+            "keepalive idle must be from 1 to 32767 seconds",
+        ),
+        (
+            &["keepalive=:5ms", "keepalive=:x"],
+            "keepalive idle must be a time in seconds (30, 30s, 5m; ms is not accepted)",
+        ),
+        (
+            &["keepalive=::0"],
+            "keepalive intvl must be from 1 to 32767 seconds",
+        ),
+        (
+            &["keepalive=::x"],
+            "keepalive intvl must be a time in seconds (30, 30s, 5m; ms is not accepted)",
+        ),
+        (
+            &["keepalive=:::128", "keepalive=:::0"],
+            "keepalive cnt must be from 1 to 127",
+        ),
+        (
+            &["keepalive=:::3s", "keepalive=:::x"],
+            "keepalive cnt must be a plain decimal integer",
+        ),
+        (
+            &["keepalive=30s:40s"],
+            "keepalive idle (40 s) must be less than the rehandshake period (30000 ms)",
+        ),
+        (
+            &["keepalive=:5s:6s"],
+            "keepalive intvl (6 s) must not exceed idle (5 s)",
+        ),
+        (
+            &["keepalive=::6s"],
+            "keepalive intvl (6 s) must not exceed the computed idle (5 s)",
+        ),
+        (
+            &["unknown=1", "Interval=1000", "=1", "tcp", ""],
+            "unknown parameter",
+        ),
+        (&["interval"], "interval requires a value (interval=...)"),
+        (&["match"], "match requires a value (match=...)"),
+        (
+            &["match="],
+            "match must name a check_match block (match=NAME)",
+        ),
+        (&["keepalive"], "keepalive requires a value (keepalive=...)"),
+    ];
+    for &(args, reason) in groups {
+        for arg in args {
+            let e = parse_check(&[arg.as_bytes()]).unwrap_err().to_string();
+            assert_eq!(
+                e,
+                format!("invalid parameter \"{arg}\": {reason}"),
+                "check {arg}"
+            );
+        }
+    }
+}
+
+#[test]
+fn repeated_parameters() {
+    for (line, arg, name) in [
+        ("interval=100 interval=200", "interval=200", "interval"),
+        ("interval=200 interval=200", "interval=200", "interval"),
+        ("fall=1 rise=1 fall=2", "fall=2", "fall"),
+        ("rise=1 rise=x", "rise=x", "rise"),
+        ("timeout=1 timeout=2", "timeout=2", "timeout"),
+        ("type=tcp type=tcp", "type=tcp", "type"),
+        ("port=1 port=2", "port=2", "port"),
+        (
+            "default_down=true default_down=true",
+            "default_down=true",
+            "default_down",
+        ),
+        ("reuse=off reuse=on", "reuse=on", "reuse"),
+        ("keepalive=off keepalive=on", "keepalive=on", "keepalive"),
+        ("match=a match=b", "match=b", "match"),
+        ("type=http type=tcp", "type=tcp", "type"),
+    ] {
+        assert_eq!(
+            err(line),
+            format!("invalid parameter \"{arg}\": {name} is given twice"),
+            "check {line}"
+        );
+    }
+}
+
+#[test]
+fn cross_parameter_errors_name_the_wrong_value() {
+    let cases = [
+        (
+            "timeout=5000",
+            "invalid parameter \"timeout=5000\": timeout must be less than interval (5000 ms)",
+        ),
+        (
+            "timeout=5000 interval=5s",
+            "invalid parameter \"timeout=5000\": timeout must be less than interval (5000 ms)",
+        ),
+        (
+            "timeout=3s interval=3000",
+            "invalid parameter \"timeout=3s\": timeout must be less than interval (3000 ms)",
+        ),
+        (
+            "reuse=on type=udp",
+            "invalid parameter \"reuse=on\": reuse requires type=tcp or type=http",
+        ),
+        (
+            "type=udp reuse=on",
+            "invalid parameter \"reuse=on\": reuse requires type=tcp or type=http",
+        ),
+        (
+            "type=udp reuse=30s",
+            "invalid parameter \"reuse=30s\": reuse requires type=tcp or type=http",
+        ),
+        (
+            "keepalive=on type=udp",
+            "invalid parameter \"keepalive=on\": keepalive requires type=tcp or type=http",
+        ),
+        (
+            "type=udp keepalive=off:",
+            "invalid parameter \"keepalive=off:\": keepalive requires type=tcp or type=http",
+        ),
+        (
+            "interval=2000 reuse=1s",
+            "invalid parameter \"reuse=1s\": \
+             reuse period (1000 ms) must be greater than interval (2000 ms)",
+        ),
+        (
+            "interval=2s reuse=0",
+            "invalid parameter \"reuse=0\": \
+             reuse period (0 ms) must be greater than interval (2000 ms)",
+        ),
+        (
+            "interval=1000 keepalive=1s",
+            "invalid parameter \"keepalive=1s\": \
+             keepalive rehandshake period (1000 ms) must be greater than interval (1000 ms)",
+        ),
+        (
+            "interval=1000 reuse=10s keepalive=off:10s",
+            "invalid parameter \"keepalive=off:10s\": \
+             keepalive idle (10 s) must be less than the rehandshake period (10000 ms)",
+        ),
+        (
+            "interval=500 keepalive=1s",
+            "invalid parameter \"keepalive=1s\": \
+             no positive keepalive idle fits below the rehandshake period of 1000 ms",
+        ),
+    ];
+    for (line, message) in cases {
+        assert_eq!(err(line), message, "check {line}");
+    }
+}

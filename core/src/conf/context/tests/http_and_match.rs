@@ -1,0 +1,310 @@
+use super::*;
+
+// ---------------------------------------------------------------------------
+// check_http_* and check_match
+// ---------------------------------------------------------------------------
+
+pub(super) fn http(send: bool, request: bool, header: bool, expect_alive: bool) -> HttpDirectives {
+    HttpDirectives {
+        send,
+        request,
+        header,
+        expect_alive,
+    }
+}
+
+pub(super) fn with_http<'a>(mut u: UpstreamFacts<'a>, h: HttpDirectives) -> UpstreamFacts<'a> {
+    u.http = h;
+    u
+}
+
+pub(super) fn block(name: &str, lines: &[&str]) -> MatchBlock {
+    MatchBlock {
+        name: name.as_bytes().to_vec(),
+        tests: lines
+            .iter()
+            .map(|l| {
+                let words: Vec<&[u8]> = l.split(' ').map(str::as_bytes).collect();
+                crate::matcher::parse_test(&words).unwrap()
+            })
+            .collect(),
+    }
+}
+
+pub(super) fn finish_with(u: &[UpstreamFacts<'_>], blocks: &[MatchBlock]) -> Finished {
+    finish_context(Group::Http, u, blocks, None, required)
+}
+
+pub(super) fn error_of(f: &Finished) -> (Directive, &str) {
+    let d = f.result.as_ref().unwrap_err();
+    (d.at, d.error.0.as_str())
+}
+
+#[test]
+fn http_directives_require_type_http() {
+    let tcp = check("interval=1000");
+    let udp = check("type=udp");
+    let web = check("type=http");
+    let peers = || vec![peer("127.0.0.1:80", 80)];
+    for (h, at, directive) in [
+        (
+            http(true, false, false, false),
+            Directive::HttpSend(1),
+            "check_http_send",
+        ),
+        (
+            http(false, true, false, false),
+            Directive::HttpRequest(1),
+            "check_http_request",
+        ),
+        (
+            http(false, false, true, false),
+            Directive::HttpHeader(1),
+            "check_http_header",
+        ),
+        (
+            http(false, false, false, true),
+            Directive::HttpExpectAlive(1),
+            "check_http_expect_alive",
+        ),
+        // The first in the fixed order is named.
+        (
+            http(false, true, true, true),
+            Directive::HttpRequest(1),
+            "check_http_request",
+        ),
+        (
+            http(true, true, false, false),
+            Directive::HttpSend(1),
+            "check_http_send",
+        ),
+    ] {
+        for c in [Some(&tcp), Some(&udp), None] {
+            let u = [
+                ups("ok", Some(&web), None, peers()),
+                with_http(ups("u", c, None, peers()), h),
+            ];
+            let f = finish_with(&u, &[]);
+            let want =
+                format!("\"{directive}\" requires \"check ... type=http\" in upstream \"u\"");
+            assert_eq!(error_of(&f), (at, want.as_str()), "{h:?} {c:?}");
+        }
+    }
+    // With type=http, all of them but the raw/built pairs are fine.
+    for h in [
+        http(true, false, false, true),
+        http(false, true, true, true),
+    ] {
+        let u = [with_http(ups("u", Some(&web), None, peers()), h)];
+        let f = finish_with(&u, &[]);
+        assert!(f.result.is_ok(), "{h:?}");
+        assert_eq!(f.warnings, []);
+    }
+}
+
+#[test]
+fn check_http_send_excludes_the_built_request() {
+    let web = check("type=http");
+    for (h, other) in [
+        (http(true, true, false, false), "check_http_request"),
+        (http(true, false, true, false), "check_http_header"),
+        (http(true, true, true, true), "check_http_request"),
+    ] {
+        let u = [with_http(ups("web", Some(&web), None, vec![]), h)];
+        let want = format!(
+            "\"check_http_send\" and \"{other}\" cannot both be used in upstream \"web\": \
+             check_http_send is the whole request"
+        );
+        assert_eq!(
+            error_of(&finish_with(&u, &[])),
+            (Directive::HttpSend(0), want.as_str())
+        );
+    }
+}
+
+#[test]
+fn match_names_a_block_of_the_context() {
+    let web = check("type=http match=ok");
+    let other = check("type=http match=nope");
+    let blocks = [
+        block("ok", &["status 200"]),
+        block("redis", &["send PING", "expect +PONG"]),
+    ];
+    let u = [ups("a", Some(&web), None, vec![peer("a:1", 1)])];
+    let f = finish_with(&u, &blocks);
+    assert!(f.result.is_ok());
+    let u = [
+        ups("a", Some(&web), None, vec![]),
+        ups("b", Some(&other), None, vec![]),
+    ];
+    assert_eq!(
+        error_of(&finish_with(&u, &blocks)),
+        (
+            Directive::Check(1),
+            "unknown check_match \"nope\" in upstream \"b\""
+        )
+    );
+    assert_eq!(
+        error_of(&finish_with(&u[..1], &[])),
+        (
+            Directive::Check(0),
+            "unknown check_match \"ok\" in upstream \"a\""
+        )
+    );
+}
+
+#[test]
+fn a_block_must_fit_the_check_type() {
+    let blocks = [
+        block("ok", &["status 200", "body ~ up"]),
+        block("redis", &["send PING", "expect +PONG"]),
+    ];
+    for (line, want) in [
+        (
+            "type=tcp match=ok",
+            "check_match \"ok\" cannot be used by the type=tcp check of upstream \"u\": \
+             its \"status\" test needs type=http",
+        ),
+        (
+            "type=udp match=ok",
+            "check_match \"ok\" cannot be used by the type=udp check of upstream \"u\": \
+             its \"status\" test needs type=http",
+        ),
+        (
+            "type=http match=redis",
+            "check_match \"redis\" cannot be used by the type=http check of upstream \"u\": \
+             its \"send\" test needs type=tcp or type=udp",
+        ),
+    ] {
+        let c = check(line);
+        let u = [ups("u", Some(&c), None, vec![])];
+        assert_eq!(
+            error_of(&finish_with(&u, &blocks)),
+            (Directive::Check(0), want),
+            "{line}"
+        );
+    }
+    for line in [
+        "type=tcp match=redis",
+        "type=udp match=redis",
+        "type=http match=ok",
+    ] {
+        let c = check(line);
+        let u = [ups("u", Some(&c), None, vec![])];
+        assert!(finish_with(&u, &blocks).result.is_ok(), "{line}");
+    }
+}
+
+#[test]
+fn blocks_are_checked_on_their_own_first() {
+    let c = check("type=http match=a");
+    let u = [ups("u", Some(&c), Some(1), vec![])];
+    for (blocks, at, want) in [
+        (
+            vec![
+                block("a", &["status 200"]),
+                block("b", &["status 200"]),
+                block("a", &["header X"]),
+            ],
+            Directive::Match(2),
+            "duplicate check_match \"a\"",
+        ),
+        (
+            vec![block("a", &["status 200"]), block("e", &[])],
+            Directive::Match(1),
+            "check_match \"e\" has no tests",
+        ),
+        (
+            vec![
+                block("s", &["send a", "send b"]),
+                block("a", &["status 200"]),
+            ],
+            Directive::Match(0),
+            "check_match \"s\" has more than one \"send\" test",
+        ),
+        (
+            vec![
+                block("a", &["status 200"]),
+                block("x", &["expect a", "expect b"]),
+            ],
+            Directive::Match(1),
+            "check_match \"x\" has more than one \"expect\" test",
+        ),
+    ] {
+        let f = finish_with(&u, &blocks);
+        assert_eq!(error_of(&f), (at, want));
+        assert_eq!(f.warnings, [], "before any upstream");
+    }
+    // An unused block is still checked; a used one only when it is valid.
+    let unused = [block("a", &["status 200"]), block("unused", &[])];
+    assert_eq!(error_of(&finish_with(&u, &unused)).0, Directive::Match(1));
+}
+
+#[test]
+fn expect_alive_with_match_warns() {
+    let c = check("type=http match=ok");
+    let plain = check("type=http");
+    let blocks = [block("ok", &["header X-Up"])];
+    let u = [
+        with_http(
+            ups("a", Some(&c), None, vec![]),
+            http(false, false, false, true),
+        ),
+        with_http(
+            ups("b", Some(&plain), None, vec![]),
+            http(false, false, false, true),
+        ),
+        ups("c", Some(&c), None, vec![]),
+    ];
+    let f = finish_with(&u, &blocks);
+    assert!(f.result.is_ok());
+    assert_eq!(
+        messages(&f.warnings),
+        [(
+            Directive::HttpExpectAlive(0),
+            "\"check_http_expect_alive\" has no effect in upstream \"a\": \
+             its check uses check_match \"ok\""
+        )]
+    );
+}
+
+#[test]
+fn http_checks_have_their_own_identity() {
+    let web = check("type=http");
+    let tcp = check("type=tcp");
+    let p = || vec![peer("10.0.0.1:80", 80)];
+    let a = finish_with(&[ups("u", Some(&web), None, p())], &[])
+        .result
+        .unwrap();
+    let b = finish_with(&[ups("u", Some(&tcp), None, p())], &[])
+        .result
+        .unwrap();
+    assert_eq!(
+        a.identities,
+        [identity_hash("http", b"u", b"10.0.0.1:80", "http", 80)]
+    );
+    assert_ne!(a.identities, b.identities);
+}
+
+#[test]
+fn http_rules_come_after_port_and_before_the_size() {
+    let c = check("type=tcp port=80");
+    let u = [with_http(
+        ups("u", Some(&c), Some(1), vec![unix("unix:/x.sock")]),
+        http(true, false, false, false),
+    )];
+    let f = finish_context(Group::Http, &u, &[], Some(1), required);
+    assert_eq!(f.warnings.len(), 1, "the keepalive_requests warning");
+    assert_eq!(f.result.unwrap_err().at, Directive::Check(0), "port first");
+    let c = check("type=tcp");
+    let u = [with_http(
+        ups("u", Some(&c), None, vec![]),
+        http(true, false, false, false),
+    )];
+    let f = finish_context(Group::Http, &u, &[], Some(1), required);
+    assert_eq!(
+        f.result.unwrap_err().at,
+        Directive::HttpSend(0),
+        "before the size"
+    );
+}

@@ -1,0 +1,435 @@
+//! Tests of the cross-directive rules: every rule and message, their
+//! order, the zone layout, and properties over generated contexts.
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::conf::{parse_check, CheckType};
+
+fn check(line: &str) -> CheckConf {
+    let args: Vec<&[u8]> = line.split_whitespace().map(str::as_bytes).collect();
+    parse_check(&args).unwrap()
+}
+
+fn peer(name: &str, port: u16) -> PeerFacts<'_> {
+    PeerFacts {
+        name: name.as_bytes(),
+        port,
+        unix: false,
+    }
+}
+
+fn unix(name: &str) -> PeerFacts<'_> {
+    PeerFacts {
+        name: name.as_bytes(),
+        port: 0,
+        unix: true,
+    }
+}
+
+fn ups<'a>(
+    name: &'a str,
+    check: Option<&'a CheckConf>,
+    keepalive_requests: Option<u32>,
+    peers: Vec<PeerFacts<'a>>,
+) -> UpstreamFacts<'a> {
+    UpstreamFacts {
+        name: name.as_bytes(),
+        check,
+        keepalive_requests,
+        peers,
+        http: HttpDirectives::default(),
+        fail_open: false,
+        tls: TlsDirectives::default(),
+        resolve_lines: 0,
+    }
+}
+
+/// A stand-in for the zone's size rule: a page per peer and two more.
+fn required(n: usize, dynamic: usize) -> usize {
+    4096 * (n + dynamic + 2)
+}
+
+fn required_static(n: usize) -> usize {
+    required(n, 0)
+}
+
+fn finish(group: Group, u: &[UpstreamFacts<'_>], shm: Option<u64>) -> Finished {
+    finish_context(group, u, &[], shm, required)
+}
+
+fn messages(d: &[Diagnostic]) -> Vec<(Directive, &str)> {
+    d.iter().map(|d| (d.at, d.error.0.as_str())).collect()
+}
+
+#[test]
+fn an_empty_context_still_has_a_zone() {
+    let f = finish(Group::Http, &[], None);
+    assert_eq!(f.warnings, []);
+    assert_eq!(
+        f.result,
+        Ok(ZoneLayout {
+            identities: vec![],
+            default_down: vec![],
+            dynamic: 0,
+            tags: vec![],
+            size: required_static(0),
+        })
+    );
+}
+
+#[test]
+fn keepalive_requests_without_reuse_on_warns() {
+    let on = check("interval=1000 reuse=on");
+    let off = check("interval=1000");
+    let period = check("interval=1000 reuse=2s");
+    let keepalive = check("interval=1000 keepalive=on");
+    let u = [
+        ups("none", None, Some(5), vec![]),
+        ups("off", Some(&off), Some(5), vec![peer("127.0.0.1:1", 1)]),
+        ups("on", Some(&on), Some(5), vec![peer("127.0.0.1:1", 1)]),
+        ups(
+            "period",
+            Some(&period),
+            Some(7),
+            vec![peer("127.0.0.1:1", 1)],
+        ),
+        ups(
+            "kept",
+            Some(&keepalive),
+            Some(1),
+            vec![peer("127.0.0.1:1", 1)],
+        ),
+        ups("unset", Some(&off), None, vec![peer("127.0.0.1:1", 1)]),
+    ];
+    let f = finish(Group::Http, &u, None);
+    let w = |n: &str| {
+        format!(
+            "\"check_keepalive_requests\" has no effect in upstream \"{n}\": \
+             its check is not reuse=on"
+        )
+    };
+    let want = [
+        (Directive::KeepaliveRequests(0), w("none")),
+        (Directive::KeepaliveRequests(1), w("off")),
+        (Directive::KeepaliveRequests(3), w("period")),
+        (Directive::KeepaliveRequests(4), w("kept")),
+    ];
+    let want: Vec<_> = want.iter().map(|(d, m)| (*d, m.as_str())).collect();
+    assert_eq!(messages(&f.warnings), want);
+    assert!(
+        f.result.is_ok(),
+        "a warning does not fail the configuration"
+    );
+}
+
+#[test]
+fn the_warning_message_is_nginx_t_s() {
+    let f = finish(Group::Stream, &[ups("s", None, Some(5), vec![])], None);
+    assert_eq!(
+        f.warnings[0].error.to_string(),
+        "\"check_keepalive_requests\" has no effect in upstream \"s\": its check is not reuse=on"
+    );
+}
+
+#[test]
+fn port_with_a_unix_server_fails_at_check() {
+    let c = check("interval=1000 port=8080");
+    let u = [
+        ups("tcp", Some(&c), None, vec![peer("127.0.0.1:5", 5)]),
+        ups(
+            "u",
+            Some(&c),
+            None,
+            vec![
+                peer("127.0.0.1:5", 5),
+                unix("unix:/tmp/x.sock"),
+                unix("unix:/tmp/y.sock"),
+            ],
+        ),
+        ups("later", Some(&c), None, vec![unix("unix:/tmp/z.sock")]),
+    ];
+    for group in [Group::Http, Group::Stream] {
+        let f = finish(group, &u, None);
+        assert_eq!(
+            f.result,
+            Err(Diagnostic {
+                at: Directive::Check(1),
+                error: ConfError(
+                    "invalid parameter \"port=8080\": upstream \"u\" has the unix-socket server \
+                     \"unix:/tmp/x.sock\", which has no port"
+                        .into()
+                ),
+            }),
+            "the first unix server of the first such upstream is named"
+        );
+    }
+}
+
+#[test]
+fn unix_servers_are_fine_without_port() {
+    let c = check("interval=1000");
+    let u = [ups("u", Some(&c), None, vec![unix("unix:/tmp/x.sock")])];
+    let f = finish(Group::Http, &u, None);
+    let z = f.result.unwrap();
+    assert_eq!(
+        z.identities,
+        [identity_hash("http", b"u", b"unix:/tmp/x.sock", "tcp", 0)]
+    );
+}
+
+#[test]
+fn tls_directive_rules() {
+    let tls = check("type=tls");
+    let https = check("type=https");
+    let tcp = check("type=tcp");
+    let with = |c: Option<&'static CheckConf>, t: TlsDirectives| {
+        let mut u = ups("u", c, None, vec![peer("a", 1)]);
+        u.tls = t;
+        finish(Group::Http, &[u], None)
+    };
+    let t = |first, verify, trusted, certificate, key| TlsDirectives {
+        first: Some(first),
+        verify,
+        trusted,
+        certificate,
+        key,
+    };
+    // Leak the checks for the 'static closure (a test).
+    let (tls, https, tcp): (&'static _, &'static _, &'static _) = (
+        Box::leak(Box::new(tls)),
+        Box::leak(Box::new(https)),
+        Box::leak(Box::new(tcp)),
+    );
+    assert!(
+        with(Some(tls), t("check_ssl_name", false, false, false, false))
+            .result
+            .is_ok()
+    );
+    assert!(
+        with(Some(https), t("check_ssl_verify", true, true, true, true))
+            .result
+            .is_ok()
+    );
+    assert!(with(Some(tcp), TlsDirectives::default()).result.is_ok());
+    assert_eq!(
+        error_of(&with(Some(tcp), t("check_ssl_name", false, false, false, false))),
+        (
+            Directive::Tls(0, "check_ssl_name"),
+            "\"check_ssl_name\" requires \"check ... type=https\" or \"type=tls\" in upstream \"u\""
+        )
+    );
+    assert_eq!(
+        error_of(&with(None, t("check_ssl_verify", true, true, false, false))).0,
+        Directive::Tls(0, "check_ssl_verify")
+    );
+    assert_eq!(
+        error_of(&with(
+            Some(tls),
+            t("check_ssl_verify", true, false, false, false)
+        )),
+        (
+            Directive::Tls(0, "check_ssl_verify"),
+            "\"check_ssl_verify\" is on but upstream \"u\" has no \
+             \"check_ssl_trusted_certificate\" to verify against"
+        )
+    );
+    assert_eq!(
+        error_of(&with(
+            Some(https),
+            t("check_ssl_certificate", false, false, true, false)
+        )),
+        (
+            Directive::Tls(0, "check_ssl_certificate"),
+            "\"check_ssl_certificate\" requires \"check_ssl_certificate_key\" in upstream \"u\""
+        )
+    );
+    assert_eq!(
+        error_of(&with(
+            Some(https),
+            t("check_ssl_certificate_key", false, false, false, true)
+        )),
+        (
+            Directive::Tls(0, "check_ssl_certificate_key"),
+            "\"check_ssl_certificate_key\" requires \"check_ssl_certificate\" in upstream \"u\""
+        )
+    );
+}
+
+#[test]
+fn fail_open_requires_check() {
+    let c = check("type=tcp");
+    let mut without = ups("u", None, None, vec![peer("a", 1)]);
+    without.fail_open = true;
+    let f = finish(Group::Http, &[without], None);
+    assert_eq!(
+        error_of(&f),
+        (
+            Directive::FailOpen(0),
+            "\"check_fail_open\" requires \"check\" in upstream \"u\""
+        )
+    );
+    let mut with = ups("u", Some(&c), None, vec![peer("a", 1)]);
+    with.fail_open = true;
+    assert!(finish(Group::Http, &[with], None).result.is_ok());
+}
+
+#[test]
+fn unchecked_upstreams_are_not_checked_nor_counted() {
+    // The glue collects peers only with `check`; whatever it passes for an
+    // unchecked upstream is not looked at.
+    let u = [ups(
+        "u",
+        None,
+        None,
+        vec![unix("unix:/tmp/x.sock"), peer("a", 1)],
+    )];
+    let f = finish(Group::Http, &u, Some(required_static(0) as u64));
+    assert_eq!(f.result.unwrap().identities, Vec::<u64>::new());
+}
+
+#[test]
+fn warnings_before_an_error_are_kept_and_later_ones_not_looked_for() {
+    let port = check("interval=1000 port=80");
+    let u = [
+        ups("w", None, Some(3), vec![]),
+        ups("u", Some(&port), Some(2), vec![unix("unix:/tmp/x.sock")]),
+        ups("k", None, Some(3), vec![]),
+    ];
+    let f = finish(Group::Http, &u, Some(1));
+    assert_eq!(
+        f.warnings.iter().map(|d| d.at).collect::<Vec<_>>(),
+        [
+            Directive::KeepaliveRequests(0),
+            Directive::KeepaliveRequests(1)
+        ],
+        "an upstream's own warning comes before its error"
+    );
+    assert_eq!(
+        f.result.unwrap_err().at,
+        Directive::Check(1),
+        "before the size"
+    );
+}
+
+#[test]
+fn identities_use_the_effective_port() {
+    let plain = check("interval=1000 default_down=false");
+    let own = check("interval=1000 port=80 default_down=false");
+    let other = check("interval=1000 port=81 default_down=true");
+    let udp = check("interval=1000 type=udp default_down=true");
+    let peers = || vec![peer("10.0.0.1:80", 80), peer("[::1]:80", 80)];
+    let u = [
+        ups("a", Some(&plain), None, peers()),
+        ups("b", Some(&own), None, peers()),
+        ups("c", Some(&other), None, peers()),
+        ups("d", Some(&udp), None, peers()),
+    ];
+    let z = finish(Group::Stream, &u, None).result.unwrap();
+    let id = |ups: &[u8], peer: &[u8], ty, port| identity_hash("stream", ups, peer, ty, port);
+    assert_eq!(
+        z.identities,
+        [
+            id(b"a", b"10.0.0.1:80", "tcp", 80),
+            id(b"a", b"[::1]:80", "tcp", 80),
+            id(b"b", b"10.0.0.1:80", "tcp", 80),
+            id(b"b", b"[::1]:80", "tcp", 80),
+            id(b"c", b"10.0.0.1:80", "tcp", 81),
+            id(b"c", b"[::1]:80", "tcp", 81),
+            id(b"d", b"10.0.0.1:80", "udp", 80),
+            id(b"d", b"[::1]:80", "udp", 80),
+        ]
+    );
+    assert_eq!(
+        z.default_down,
+        [false, false, false, false, true, true, true, true]
+    );
+    assert_eq!(z.size, required_static(8));
+}
+
+#[test]
+fn identities_differ_between_http_and_stream() {
+    let c = check("interval=1000");
+    let u = [ups("u", Some(&c), None, vec![peer("127.0.0.1:1", 1)])];
+    let h = finish(Group::Http, &u, None).result.unwrap();
+    let s = finish(Group::Stream, &u, None).result.unwrap();
+    assert_ne!(h.identities, s.identities);
+}
+
+#[test]
+fn shm_size_is_the_given_size_when_it_is_enough() {
+    let c = check("interval=1000");
+    let u = [ups("u", Some(&c), None, vec![peer("a", 1), peer("b", 2)])];
+    let need = required_static(2);
+    for (shm, size) in [
+        (None, need),
+        (Some(need as u64), need),
+        (Some(1 << 30), 1 << 30),
+    ] {
+        assert_eq!(finish(Group::Http, &u, shm).result.unwrap().size, size);
+    }
+}
+
+#[test]
+fn shm_size_too_small_fails_at_check_shm_size() {
+    let c = check("interval=1000");
+    let u = [ups("u", Some(&c), None, vec![peer("a", 1), peer("b", 2)])];
+    let f = finish_context(Group::Http, &u, &[], Some(1024), |n, _| {
+        assert_eq!(n, 2, "sized for the checked peers");
+        20480
+    });
+    assert_eq!(
+        f.result,
+        Err(Diagnostic {
+            at: Directive::ShmSize,
+            error: ConfError(
+                "\"check_shm_size\" 1024 is too small for 2 checked http peers: \
+                 at least 20480 bytes (20k) are needed"
+                    .into()
+            ),
+        })
+    );
+    let f = finish_context(Group::Stream, &[], &[], Some(20479), |_, _| 20480);
+    assert_eq!(
+        f.result.unwrap_err().error.to_string(),
+        "\"check_shm_size\" 20479 is too small for 0 checked stream peers: \
+         at least 20480 bytes (20k) are needed"
+    );
+    // the kilobytes round up
+    let f = finish_context(Group::Stream, &[], &[], Some(1), |_, _| 20481);
+    assert!(f
+        .result
+        .unwrap_err()
+        .error
+        .0
+        .ends_with("20481 bytes (21k) are needed"));
+}
+
+#[test]
+fn names_are_printed_as_nginx_prints_them() {
+    // Invalid UTF-8 is replaced (one U+FFFD per invalid sequence).
+    let c = check("interval=1000 port=80");
+    let u = [UpstreamFacts {
+        name: b"up\xff",
+        check: Some(&c),
+        keepalive_requests: Some(1),
+        peers: vec![PeerFacts {
+            name: b"unix:/tmp/\xfe.sock",
+            port: 0,
+            unix: true,
+        }],
+        http: HttpDirectives::default(),
+        fail_open: false,
+        tls: TlsDirectives::default(),
+        resolve_lines: 0,
+    }];
+    let f = finish(Group::Http, &u, None);
+    assert!(f.warnings[0].error.0.contains("upstream \"up\u{fffd}\":"));
+    let e = f.result.unwrap_err().error.0;
+    assert!(e.contains("upstream \"up\u{fffd}\" has"), "{e}");
+    assert!(e.contains("server \"unix:/tmp/\u{fffd}.sock\","), "{e}");
+}
+
+mod http_and_match;
+mod properties;
+use http_and_match::*;
