@@ -50,6 +50,8 @@ pub struct Builder {
     bin: Option<PathBuf>,
     module: Option<PathBuf>,
     load_first: Vec<PathBuf>,
+    main_first: Vec<String>,
+    prefix_links: Vec<(String, PathBuf)>,
 }
 
 impl Default for Builder {
@@ -63,6 +65,8 @@ impl Default for Builder {
             bin: None,
             module: None,
             load_first: Vec::new(),
+            main_first: Vec::new(),
+            prefix_links: Vec::new(),
         }
     }
 }
@@ -120,6 +124,35 @@ impl Builder {
         self
     }
 
+    /// A main-context line at the very top of nginx.conf, before every
+    /// `load_module` (e.g. `include /etc/nginx/modules-enabled/*.conf;`, as
+    /// Debian's nginx.conf loads its packaged modules), in the order of
+    /// the calls.
+    pub fn main_first(mut self, line: &str) -> Self {
+        self.main_first.push(line.to_string());
+        self
+    }
+
+    /// A symlink `name` in the prefix directory pointing at `target`, made
+    /// before nginx runs: e.g. `modules` -> `/usr/share/nginx/modules`, so
+    /// that a packaged `load_module modules/x.so;` (relative to the prefix)
+    /// finds the .so where the package put it.
+    pub fn prefix_link(mut self, name: &str, target: impl Into<PathBuf>) -> Self {
+        self.prefix_links.push((name.to_string(), target.into()));
+        self
+    }
+
+    fn make_prefix(&self) -> Prefix {
+        let prefix = Prefix::create();
+        for (name, target) in &self.prefix_links {
+            let link = prefix.path.join(name);
+            std::os::unix::fs::symlink(target, &link).unwrap_or_else(|e| {
+                panic!("symlink {} -> {}: {e}", link.display(), target.display())
+            });
+        }
+        prefix
+    }
+
     fn nginx(&self) -> PathBuf {
         self.bin.clone().unwrap_or_else(nginx_bin)
     }
@@ -127,6 +160,9 @@ impl Builder {
     /// The full nginx.conf for `body`.
     pub fn render(&self, body: &str) -> String {
         let mut conf = String::new();
+        for line in &self.main_first {
+            let _ = writeln!(conf, "{line}");
+        }
         for so in &self.load_first {
             let _ = writeln!(conf, "load_module {};", so.display());
         }
@@ -153,7 +189,7 @@ impl Builder {
     /// Run `nginx -t` on the configuration for `body`; returns the exit
     /// code and everything nginx printed (stderr, then stdout).
     pub fn test_config(&self, body: &str) -> (i32, String) {
-        let prefix = Prefix::create();
+        let prefix = self.make_prefix();
         let conf = prefix.write_conf(&self.render(body));
         let out = Command::new(self.nginx())
             .arg("-t")
@@ -171,7 +207,7 @@ impl Builder {
     /// ready: the pid file names the process (so listening sockets are
     /// open) and, with a master, all workers are running.
     pub fn start(&self, body: &str) -> Nginx {
-        let prefix = Prefix::create();
+        let prefix = self.make_prefix();
         let conf = prefix.write_conf(&self.render(body));
         let stdout =
             fs::File::create(prefix.path.join("logs/stdout.log")).expect("create stdout.log");
