@@ -11,6 +11,7 @@
 use core::any::Any;
 use core::ffi::{c_char, c_void};
 use core::ptr;
+use std::rc::Rc;
 
 use healthcheck_core::conf::{
     self as cc, CheckConf, ConfError, FailOpen, StatusClasses, VnswrrConf,
@@ -22,7 +23,7 @@ use ngx::ffi::{ngx_command_t, ngx_conf_t, ngx_shm_zone_t, NGX_HTTP_MODULE, NGX_L
 use crate::directive::{one, run, Repeat, Setting};
 use crate::enforce::Wrapped;
 use crate::ffi::log_at;
-use crate::match_block::MatchBlocks;
+use crate::match_block::{CompiledMatch, MatchBlocks};
 
 /// Main configuration of the http or the stream context.
 pub struct MainConf {
@@ -63,6 +64,10 @@ pub struct HttpConf {
     pub expect_alive: Setting<StatusClasses>,
     /// `check_buffer_size`.
     pub buffer_size: Setting<usize>,
+    /// `check_http_expect_body`: its body test, the regex compiled.
+    pub expect_body: Setting<Rc<CompiledMatch>>,
+    /// `check_fastcgi_param` pairs, in order (where the first was written).
+    pub fastcgi_params: Setting<Vec<(Vec<u8>, Vec<u8>)>>,
 }
 
 /// Per-upstream configuration (created for every server block too, where
@@ -70,6 +75,8 @@ pub struct HttpConf {
 #[derive(Default)]
 pub struct UpsConf {
     pub check: Setting<CheckConf>,
+    /// The `check` names `default_down` (the C modules' default differs).
+    pub default_down_given: bool,
     pub keepalive_requests: Setting<u32>,
     pub vnswrr: Option<VnswrrConf>,
     pub http: HttpConf,
@@ -118,9 +125,6 @@ macro_rules! setting_directives {
 }
 
 setting_directives! {
-    /// `check ...;` in an upstream block.
-    ngx_upstream_check: UpsConf, "check", check, Repeat::Refuse,
-        |_cf, args| cc::parse_check(args);
     /// `check_keepalive_requests n;` in an upstream block.
     ngx_upstream_check_keepalive_requests: UpsConf, "check_keepalive_requests",
         keepalive_requests, Repeat::Refuse,
@@ -134,14 +138,115 @@ setting_directives! {
     /// `check_state_file PATH;` in http or stream.
     ngx_upstream_check_state_file: MainConf, "check_state_file", state_file, Repeat::Refuse,
         |cf, args| state_file(cf, one("check_state_file", args)?);
-    /// `check_http_expect_alive http_2xx ...;`
-    ngx_upstream_check_http_expect_alive: UpsConf, "check_http_expect_alive",
-        http.expect_alive, Repeat::Refuse,
-        |_cf, args| cc::parse_http_expect_alive(args);
     /// `check_buffer_size SIZE;`
     ngx_upstream_check_buffer_size: UpsConf, "check_buffer_size", http.buffer_size,
         Repeat::Refuse,
         |_cf, args| cc::parse_buffer_size(one("check_buffer_size", args)?);
+}
+
+/// `check ...;` in an upstream block. A second one replaces the first with
+/// a `[warn]` (the C modules keep the last).
+pub unsafe extern "C" fn ngx_upstream_check(
+    cf: *mut ngx_conf_t,
+    cmd: *mut ngx_command_t,
+    conf: *mut c_void,
+) -> *mut c_char {
+    // SAFETY: nginx's directive contract.
+    unsafe {
+        run::<UpsConf>(cf, cmd, conf, |cf, c, args| {
+            let checked = cc::parse_check_warned(args)?;
+            c.check
+                .set(cf, "check", Repeat::Last, || Ok(checked.conf))?;
+            c.default_down_given = args.iter().any(|a| a.starts_with(b"default_down="));
+            for w in checked.warnings {
+                // SAFETY: the configuration's log.
+                log_at(NGX_LOG_WARN, cf.log, &c.check.loc, &w.0);
+            }
+            Ok(())
+        })
+    }
+}
+
+/// `check_http_expect_alive http_2xx ...;`: a second one adds its classes
+/// to the first (as yaoweibin's module does).
+pub unsafe extern "C" fn ngx_upstream_check_http_expect_alive(
+    cf: *mut ngx_conf_t,
+    cmd: *mut ngx_command_t,
+    conf: *mut c_void,
+) -> *mut c_char {
+    // SAFETY: nginx's directive contract.
+    unsafe {
+        run::<UpsConf>(cf, cmd, conf, |cf, c, args| {
+            let classes = cc::parse_http_expect_alive(args)?;
+            let e = &mut c.http.expect_alive;
+            match e.value.as_mut() {
+                Some(earlier) => *earlier = earlier.union(classes),
+                None => e.set(cf, "check_http_expect_alive", Repeat::Refuse, || {
+                    Ok(classes)
+                })?,
+            }
+            Ok(())
+        })
+    }
+}
+
+/// `check_http_expect_body ~ "REGEX";` (zhouchangxun's module): a body test
+/// of the http check, its regex compiled with nginx's PCRE.
+pub unsafe extern "C" fn ngx_upstream_check_http_expect_body(
+    cf: *mut ngx_conf_t,
+    cmd: *mut ngx_command_t,
+    conf: *mut c_void,
+) -> *mut c_char {
+    // SAFETY: nginx's directive contract.
+    unsafe {
+        run::<UpsConf>(cf, cmd, conf, |cfr, c, args| {
+            let test = healthcheck_core::matcher::parse_expect_body(args)?;
+            c.http
+                .expect_body
+                .set(cfr, "check_http_expect_body", Repeat::Refuse, || {
+                    crate::match_block::compile_one(cf, b"check_http_expect_body", test)
+                })
+        })
+    }
+}
+
+/// `check_fastcgi_param NAME VALUE;` (repeatable): the parameters of a
+/// `type=fastcgi` check's request, in order.
+pub unsafe extern "C" fn ngx_upstream_check_fastcgi_param(
+    cf: *mut ngx_conf_t,
+    cmd: *mut ngx_command_t,
+    conf: *mut c_void,
+) -> *mut c_char {
+    // SAFETY: nginx's directive contract.
+    unsafe {
+        run::<UpsConf>(cf, cmd, conf, |cf, c, args| {
+            let pair = cc::parse_fastcgi_param(args)?;
+            let p = &mut c.http.fastcgi_params;
+            match p.value.as_mut() {
+                Some(list) => list.push(pair),
+                None => p.set(cf, "check_fastcgi_param", Repeat::Refuse, || Ok(vec![pair]))?,
+            }
+            Ok(())
+        })
+    }
+}
+
+/// A directive of the C modules with no equivalent of the same name here:
+/// `nginx -t` says what to write instead (docs/migrating.md).
+pub unsafe extern "C" fn ngx_upstream_check_refused(
+    cf: *mut ngx_conf_t,
+    cmd: *mut ngx_command_t,
+    conf: *mut c_void,
+) -> *mut c_char {
+    // SAFETY: nginx's directive contract.
+    unsafe {
+        run::<c_void>(cf, cmd, conf, |cf, _, _| {
+            // SAFETY: a directive handler's arguments; the first is its name.
+            let args = crate::ffi::conf_args(cf);
+            let name = args.first().copied().unwrap_or_default();
+            Err(ConfError(cc::refused_directive(name)))
+        })
+    }
 }
 
 /// `check_state_file`'s path, joined to the prefix; each context writes
@@ -193,9 +298,10 @@ pub unsafe extern "C" fn ngx_upstream_check_http_send(
     unsafe {
         run::<UpsConf>(cf, cmd, conf, |cf, c, args| {
             let send = cc::parse_http_send(one("check_http_send", args)?)?;
+            // A second one replaces the first (the C modules keep the last).
             c.http
                 .send
-                .set(cf, "check_http_send", Repeat::Refuse, || Ok(send.request))?;
+                .set(cf, "check_http_send", Repeat::Last, || Ok(send.request))?;
             if let Some(w) = send.warning {
                 // SAFETY: the configuration's log.
                 log_at(NGX_LOG_WARN, cf.log, &c.http.send.loc, &w.0);
@@ -246,6 +352,40 @@ pub unsafe extern "C" fn ngx_upstream_check_http_header(
         })
     }
 }
+
+/// `check_status [format];` (and `l4check_status`, `stream_check_status`,
+/// `tcp_check_status`) in a server or location: the C modules' status
+/// page.
+///
+/// # Safety
+/// nginx's directive contract; `conf` points to our `LocConf`.
+pub unsafe fn set_check_status(
+    cf: *mut ngx_conf_t,
+    cmd: *mut ngx_command_t,
+    conf: *mut c_void,
+) -> *mut c_char {
+    // SAFETY: nginx's directive contract.
+    unsafe {
+        run::<LocConf>(cf, cmd, conf, |cf, c, args| {
+            // SAFETY: a directive handler's arguments; the first is its name.
+            let all = crate::ffi::conf_args(cf);
+            let name = String::from_utf8_lossy(all.first().copied().unwrap_or_default());
+            if c.status.is_some() || c.admin {
+                return Err(ConfError(format!(
+                    "\"{name}\" cannot share a location with another status or admin handler"
+                )));
+            }
+            c.status = Some(cc::parse_check_status(&name, args)?);
+            CHECK_STATUS_USED.store(true, core::sync::atomic::Ordering::Relaxed);
+            Ok(())
+        })
+    }
+}
+
+/// Some location has `check_status` (a configuration written for the C
+/// modules: the migration notice, `crate::finish`).
+pub static CHECK_STATUS_USED: core::sync::atomic::AtomicBool =
+    core::sync::atomic::AtomicBool::new(false);
 
 /// `healthcheck_status [format] [histogram=on|off];` in a location.
 ///

@@ -73,7 +73,6 @@ pub enum Repeat {
     Refuse,
     /// The later one replaces the earlier, with a `[warn]` naming the line
     /// it replaces (as yaoweibin's and Tengine's modules keep the last).
-    #[allow(dead_code)]
     Last,
 }
 
@@ -120,8 +119,8 @@ impl<T> Setting<T> {
         let here = unsafe { ConfLoc::here(cf) };
         if self.value.is_some() {
             let msg = format!(
-                "\"{directive}\" is given again in this upstream: this one replaces the one{}",
-                self.loc
+                "\"{directive}\" is given again and replaces the one at {}",
+                self.loc.position()
             );
             // SAFETY: the configuration's log.
             unsafe { log_at(NGX_LOG_WARN, cf.log, &here, &msg) };

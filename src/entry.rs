@@ -194,6 +194,26 @@ pub unsafe extern "C" fn ngx_http_healthcheck_status(
     }
 }
 
+/// `check_status [format];` and its other names (`l4check_status`,
+/// `stream_check_status`, `tcp_check_status`): the C modules' page.
+pub unsafe extern "C" fn ngx_http_check_status(
+    cf: *mut ngx_conf_t,
+    cmd: *mut ngx_command_t,
+    conf: *mut c_void,
+) -> *mut c_char {
+    // SAFETY: nginx's directive contract.
+    unsafe {
+        location_handler(
+            cf,
+            cmd,
+            conf,
+            "check_status",
+            conf::set_check_status,
+            Some(status::ngx_http_healthcheck_status_handler),
+        )
+    }
+}
+
 pub unsafe extern "C" fn ngx_http_healthcheck_admin(
     cf: *mut ngx_conf_t,
     cmd: *mut ngx_command_t,

@@ -83,10 +83,22 @@ impl ConfLoc {
     }
 }
 
+impl ConfLoc {
+    /// `FILE:LINE`, or empty for no position.
+    pub fn position(&self) -> String {
+        let s = self.to_string();
+        s.strip_prefix(" in ").unwrap_or(&s).to_string()
+    }
+}
+
 impl core::fmt::Display for ConfLoc {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         // SAFETY: the name lives in the cycle pool (see `here`).
         let name = unsafe { str_bytes(&self.file) };
+        if name.is_empty() {
+            // Not a directive's (a message about the whole configuration).
+            return Ok(());
+        }
         write!(f, " in {}:{}", String::from_utf8_lossy(name), self.line)
     }
 }

@@ -4,12 +4,17 @@
 //! logged where its directive was written, then the context's shared zone
 //! registered with the layout those rules computed.
 
+use core::sync::atomic::{AtomicBool, Ordering};
+
 use healthcheck_core::conf as cc;
 use healthcheck_core::status::Group;
-use ngx::ffi::{ngx_conf_t, ngx_pagesize, NGX_LOG_EMERG, NGX_LOG_WARN};
+use ngx::ffi::{ngx_conf_t, ngx_pagesize, NGX_LOG_EMERG, NGX_LOG_NOTICE, NGX_LOG_WARN};
 
 use crate::conf::MainConf;
-use crate::ffi::log_at;
+use crate::ffi::{log_at, ConfLoc};
+
+/// The migration notice is logged once per process (the first load).
+static MIGRATION_NOTICE: AtomicBool = AtomicBool::new(false);
 use crate::shm::{self, ZonePlan};
 use crate::upstream::UpstreamRef;
 
@@ -34,6 +39,8 @@ fn facts(u: &UpstreamRef) -> cc::UpstreamFacts<'_> {
             request: c.http.request_line.is_set(),
             header: c.http.header_line.is_set(),
             expect_alive: c.http.expect_alive.is_set(),
+            expect_body: c.http.expect_body.is_set(),
+            fastcgi_param: c.http.fastcgi_params.is_set(),
         },
         fail_open: c.fail_open.is_set(),
         tls: c.tls.facts(),
@@ -54,7 +61,34 @@ pub unsafe fn context(
 ) -> Result<(), ()> {
     // SAFETY: valid during configuration.
     let log = unsafe { (*cf).log };
+    for u in upstreams {
+        // SAFETY: our srv conf of the block, in the configuration pool; no
+        // other reference to it is live here.
+        let Some(c) = (unsafe { u.conf.as_mut() }) else {
+            continue;
+        };
+        // `check_keepalive_requests n > 1` keeps an http check's
+        // connection, as the C modules do.
+        let kept = c
+            .check
+            .get()
+            .and_then(|k| cc::keepalive_reuse(k, c.keepalive_requests.get().copied()));
+        if kept.is_some() {
+            c.check.value = kept;
+        }
+    }
     let facts: Vec<cc::UpstreamFacts<'_>> = upstreams.iter().map(facts).collect();
+    let given: Vec<bool> = upstreams
+        .iter()
+        .map(|u| u.conf().default_down_given)
+        .collect();
+    let status_used = crate::conf::CHECK_STATUS_USED.load(Ordering::Relaxed);
+    if let Some(notice) = cc::migration_notice(&facts, &given, status_used) {
+        if !MIGRATION_NOTICE.swap(true, Ordering::Relaxed) {
+            // SAFETY: valid log.
+            unsafe { log_at(NGX_LOG_NOTICE, log, &ConfLoc::default(), &notice) };
+        }
+    }
     // SAFETY: set by nginx at start.
     let page = unsafe { ngx_pagesize };
     let blocks = mcf.matches.blocks();
@@ -77,6 +111,8 @@ pub unsafe fn context(
             cc::Directive::HttpRequest(i) => ups(i).map(|c| c.http.request_line.loc),
             cc::Directive::HttpHeader(i) => ups(i).map(|c| c.http.header_line.loc),
             cc::Directive::HttpExpectAlive(i) => ups(i).map(|c| c.http.expect_alive.loc),
+            cc::Directive::HttpExpectBody(i) => ups(i).map(|c| c.http.expect_body.loc),
+            cc::Directive::FastcgiParam(i) => ups(i).map(|c| c.http.fastcgi_params.loc),
             cc::Directive::Match(j) => mcf.matches.loc(j),
             cc::Directive::FailOpen(i) => ups(i).map(|c| c.fail_open.loc),
             cc::Directive::Tls(i, d) => ups(i).and_then(|c| c.tls.loc(d)),

@@ -39,11 +39,11 @@ use core::ptr;
 
 use ngx::ffi::{
     ngx_command_t, ngx_conf_t, ngx_http_module_t, ngx_module_t, ngx_stream_module_t, ngx_uint_t,
-    NGX_CONF_1MORE, NGX_CONF_BLOCK, NGX_CONF_NOARGS, NGX_CONF_TAKE1, NGX_CONF_TAKE12,
+    NGX_CONF_1MORE, NGX_CONF_ANY, NGX_CONF_BLOCK, NGX_CONF_NOARGS, NGX_CONF_TAKE1, NGX_CONF_TAKE12,
     NGX_CONF_TAKE2, NGX_HTTP_LOC_CONF, NGX_HTTP_LOC_CONF_OFFSET, NGX_HTTP_MAIN_CONF,
-    NGX_HTTP_MAIN_CONF_OFFSET, NGX_HTTP_MODULE, NGX_HTTP_SRV_CONF_OFFSET, NGX_HTTP_UPS_CONF,
-    NGX_STREAM_MAIN_CONF, NGX_STREAM_MAIN_CONF_OFFSET, NGX_STREAM_MODULE,
-    NGX_STREAM_SRV_CONF_OFFSET, NGX_STREAM_UPS_CONF,
+    NGX_HTTP_MAIN_CONF_OFFSET, NGX_HTTP_MODULE, NGX_HTTP_SRV_CONF, NGX_HTTP_SRV_CONF_OFFSET,
+    NGX_HTTP_UPS_CONF, NGX_STREAM_MAIN_CONF, NGX_STREAM_MAIN_CONF_OFFSET, NGX_STREAM_MODULE,
+    NGX_STREAM_SRV_CONF, NGX_STREAM_SRV_CONF_OFFSET, NGX_STREAM_UPS_CONF,
 };
 use ngx::ngx_string;
 
@@ -73,6 +73,10 @@ enum Place {
     Main,
     /// An http `location`.
     Location,
+    /// An http `server` or `location` (`check_status`).
+    ServerOrLocation,
+    /// A stream `server` (only a refusal: a status page is http's).
+    StreamServer,
 }
 
 type Handler =
@@ -89,6 +93,8 @@ struct Directive {
     offset: usize,
     /// Registered in stream too (every upstream and main directive is).
     stream: bool,
+    /// Registered in http (all but a stream server's refusal).
+    http: bool,
 }
 
 const fn ups(name: ngx::ffi::ngx_str_t, args: u32, set: Handler) -> Directive {
@@ -99,12 +105,32 @@ const fn ups(name: ngx::ffi::ngx_str_t, args: u32, set: Handler) -> Directive {
         set,
         offset: 0,
         stream: true,
+        http: true,
+    }
+}
+
+/// A directive of the C modules with no directive of its name here, in
+/// upstream blocks: refused with what to write instead.
+const fn refused(name: ngx::ffi::ngx_str_t, args: u32) -> Directive {
+    ups(name, args, conf::ngx_upstream_check_refused)
+}
+
+/// `check_status` under one of its names.
+const fn check_status(name: ngx::ffi::ngx_str_t) -> Directive {
+    Directive {
+        place: Place::ServerOrLocation,
+        stream: false,
+        ..ups(
+            name,
+            NGX_CONF_NOARGS | NGX_CONF_TAKE1,
+            ngx_http_check_status,
+        )
     }
 }
 
 /// The module's directives, each said once: the http and stream tables are
 /// made from this list (docs/directives.md documents each).
-const DIRECTIVES: [Directive; 24] = {
+const DIRECTIVES: [Directive; 37] = {
     use core::mem::offset_of;
     use NGX_CONF_1MORE as MORE;
     use NGX_CONF_TAKE1 as ONE;
@@ -122,9 +148,19 @@ const DIRECTIVES: [Directive; 24] = {
             conf::ngx_upstream_check_fail_open,
         ),
         ups(
+            ngx_string!("check_fastcgi_param"),
+            NGX_CONF_TAKE2,
+            conf::ngx_upstream_check_fastcgi_param,
+        ),
+        ups(
             ngx_string!("check_http_expect_alive"),
             MORE,
             conf::ngx_upstream_check_http_expect_alive,
+        ),
+        ups(
+            ngx_string!("check_http_expect_body"),
+            NGX_CONF_TAKE12,
+            conf::ngx_upstream_check_http_expect_body,
         ),
         ups(
             ngx_string!("check_http_header"),
@@ -153,6 +189,7 @@ const DIRECTIVES: [Directive; 24] = {
             set: match_block::ngx_upstream_check_match,
             offset: offset_of!(conf::MainConf, matches),
             stream: true,
+            http: true,
         },
         Directive {
             place: Place::Main,
@@ -273,15 +310,41 @@ const DIRECTIVES: [Directive; 24] = {
             NGX_CONF_NOARGS | ONE,
             vnswrr::ngx_upstream_vnswrr,
         ),
+        // The C modules' status page, under each module's name.
+        check_status(ngx_string!("check_status")),
+        check_status(ngx_string!("l4check_status")),
+        check_status(ngx_string!("stream_check_status")),
+        check_status(ngx_string!("tcp_check_status")),
+        Directive {
+            place: Place::StreamServer,
+            http: false,
+            ..refused(ngx_string!("stream_check_status"), NGX_CONF_ANY)
+        },
+        // The C modules' directives written another way here.
+        refused(ngx_string!("check_send"), NGX_CONF_ANY),
+        refused(ngx_string!("check_expect_response"), NGX_CONF_ANY),
+        refused(ngx_string!("check_backend_expect_alive"), NGX_CONF_ANY),
+        refused(ngx_string!("check_smtp_send"), NGX_CONF_ANY),
+        refused(ngx_string!("check_smtp_expect_alive"), NGX_CONF_ANY),
+        refused(ngx_string!("check_fastcgi_params"), NGX_CONF_ANY),
     ]
 };
 
-/// How many directives `group` has.
+/// Whether `d` is registered in stream (`stream`) or http.
+const fn registered(d: &Directive, stream: bool) -> bool {
+    if stream {
+        d.stream
+    } else {
+        d.http
+    }
+}
+
+/// How many directives http (`stream` false) or stream has.
 const fn count(stream: bool) -> usize {
     let mut n = 0;
     let mut i = 0;
     while i < DIRECTIVES.len() {
-        if !stream || DIRECTIVES[i].stream {
+        if registered(&DIRECTIVES[i], stream) {
             n += 1;
         }
         i += 1;
@@ -298,7 +361,7 @@ const fn commands<const N: usize>(stream: bool) -> [ngx_command_t; N] {
     while i < DIRECTIVES.len() {
         let d = &DIRECTIVES[i];
         i += 1;
-        if stream && !d.stream {
+        if !registered(d, stream) {
             continue;
         }
         let (place, conf) = match (d.place, stream) {
@@ -307,6 +370,11 @@ const fn commands<const N: usize>(stream: bool) -> [ngx_command_t; N] {
             (Place::Main, false) => (NGX_HTTP_MAIN_CONF, NGX_HTTP_MAIN_CONF_OFFSET),
             (Place::Main, true) => (NGX_STREAM_MAIN_CONF, NGX_STREAM_MAIN_CONF_OFFSET),
             (Place::Location, _) => (NGX_HTTP_LOC_CONF, NGX_HTTP_LOC_CONF_OFFSET),
+            (Place::ServerOrLocation, _) => (
+                NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF,
+                NGX_HTTP_LOC_CONF_OFFSET,
+            ),
+            (Place::StreamServer, _) => (NGX_STREAM_SRV_CONF, NGX_STREAM_SRV_CONF_OFFSET),
         };
         out[n] = ngx_command_t {
             name: d.name,

@@ -46,6 +46,38 @@ struct Reading {
     tests: Vec<Test>,
 }
 
+/// A block of one test named `name` (a directive that is a test, such as
+/// `check_http_expect_body`), its regex compiled.
+///
+/// # Safety
+/// `cf` is the configuration being parsed.
+pub unsafe fn compile_one(
+    cf: *mut ngx_conf_t,
+    name: &[u8],
+    test: Test,
+) -> Result<Rc<CompiledMatch>, healthcheck_core::conf::ConfError> {
+    let block = MatchBlock {
+        name: name.to_vec(),
+        tests: vec![test],
+    };
+    let mut regexes = Vec::new();
+    for (_, source, caseless) in block.regexes() {
+        // SAFETY: per the contract.
+        let r = unsafe { Regex::compile(cf, source, caseless) }.map_err(|e| {
+            healthcheck_core::conf::ConfError(format!(
+                "invalid regex \"{}\" in \"{}\": {e}",
+                String::from_utf8_lossy(source),
+                String::from_utf8_lossy(name)
+            ))
+        })?;
+        regexes.push(r);
+    }
+    Ok(Rc::new(CompiledMatch {
+        block,
+        regexes: Compiled(regexes),
+    }))
+}
+
 /// `check_match NAME { ... }`; the command's offset selects the main
 /// conf's [`MatchBlocks`].
 pub unsafe extern "C" fn ngx_upstream_check_match(

@@ -83,7 +83,7 @@ impl Regex {
 }
 
 /// A block's regexes, by the ids core gave them.
-#[derive(Default, Debug)]
+#[derive(Default, Debug, Clone)]
 pub struct Compiled(pub Vec<Regex>);
 
 impl RegexSet for Compiled {

@@ -58,6 +58,7 @@ pub(crate) struct Row {
     weight: u32,
     check_type: &'static str,
     port: u16,
+    period_ms: u64,
     snap: Snapshot,
     /// A resolved address without a slot (its snapshot says up).
     unchecked: bool,
@@ -105,6 +106,7 @@ impl Row {
             weight: t.peer.weight,
             check_type: t.check.conf.check_type.as_str(),
             port: t.check.conf.port,
+            period_ms: t.check.conf.period_ms(snap.up),
             snap,
             unchecked: false,
             reasons,
@@ -147,6 +149,7 @@ impl Row {
             weight: u.weight,
             check_type: r.check.conf.check_type.as_str(),
             port: r.check.conf.port,
+            period_ms: r.check.conf.period_ms(true),
             snap,
             unchecked: true,
             reasons: [("", 0); REASONS],
@@ -188,6 +191,7 @@ impl Row {
             last_duration_ms: s.last_duration.into(),
             http_status: s.http_status(),
             tls_resumed: matches!(self.check_type, "https" | "tls").then_some(s.tls_resumed),
+            period_ms: self.period_ms,
             down_since_ms: (!s.up && s.down_since != 0).then_some(s.down_since),
             duration_buckets: &s.buckets,
             duration_sum_ms: s.duration_sum,
@@ -378,6 +382,16 @@ impl Job {
             }
             Phase::Done
         };
+    }
+}
+
+/// The Content-Type of the page `job` makes: `check_status`'s are the C
+/// modules'.
+fn content_type(job: &Job) -> &'static str {
+    if job.query.c_shapes {
+        st::c_shapes::content_type(job.format)
+    } else {
+        st::content_type(job.format)
     }
 }
 
@@ -590,11 +604,12 @@ unsafe fn handle(r: &mut ngx_http_request_t) -> ngx_int_t {
     };
     let format = query.format.unwrap_or(default.format);
     query.histogram = Some(query.histogram.unwrap_or(default.histogram));
+    query.c_shapes = default.c_shapes;
     let mut job = Job::new(format, query);
     if job.step() {
         // Small page: done in this turn.
         // SAFETY: live request.
-        return unsafe { send(r, 200, st::content_type(format), job.body) };
+        return unsafe { send(r, 200, content_type(&job), job.body) };
     }
     // SAFETY: live request.
     unsafe { suspend(r, job) }
@@ -756,7 +771,7 @@ unsafe fn resume(p: *mut Pending) {
                     job.body.len(),
                     turns
                 );
-                send(&mut *r, 200, st::content_type(job.format), job.body)
+                send(&mut *r, 200, content_type(&job), job.body)
             }
             Err(_) => {
                 ngx::ngx_log_error!(

@@ -6,14 +6,17 @@
 use core::cell::RefCell;
 use std::rc::Rc;
 
-use healthcheck_core::conf::{CheckConf, FailOpen, StatusClasses, BUFFER_SIZE_DEFAULT};
+use healthcheck_core::conf::{CheckConf, CheckType, FailOpen, StatusClasses, BUFFER_SIZE_DEFAULT};
 use healthcheck_core::http::request::HttpRequest;
-use healthcheck_core::matcher::Test;
+use healthcheck_core::matcher::{MatchBlock, Test};
+use healthcheck_core::protocols::fastcgi;
 use healthcheck_core::reason::Reason;
 use ngx::ffi::{ngx_log_t, ngx_str_t, NGX_LOG_WARN};
 
+use crate::conf::HttpConf;
 use crate::ffi::{self, str_bytes};
 use crate::match_block::CompiledMatch;
+use crate::regex::Compiled;
 use crate::shm::Zone;
 use crate::tls::TlsConf;
 use crate::upstream::{PeerRef, UpstreamRef};
@@ -38,6 +41,8 @@ pub struct UpstreamCheck {
     pub upstream: ngx_str_t,
     /// `type=https` / `type=tls`: the transport's settings.
     pub tls: Option<TlsCheck>,
+    /// `type=fastcgi`: the request (`check_fastcgi_param`), built once.
+    pub fastcgi_request: Vec<u8>,
 }
 
 /// What a TLS check needs besides its SSL context's own settings.
@@ -82,15 +87,28 @@ impl UpstreamCheck {
         let c = u.conf();
         let conf = c.check.get()?;
         let h = &c.http;
-        let http = conf.check_type.is_http().then(|| HttpCheck {
+        let http = conf.check_type.judges_status().then(|| HttpCheck {
             send: h.send.get().cloned(),
             request: h.request.clone(),
             expect_alive: h.expect_alive.get().copied().unwrap_or_default(),
         });
-        let matcher = conf
-            .match_block
-            .as_ref()
-            .and_then(|name| matches.iter().find(|m| &m.block.name == name).cloned());
+        let matcher = match &conf.match_block {
+            Some(name) => matches.iter().find(|m| &m.block.name == name).cloned(),
+            None => implied_block(conf.check_type, h),
+        };
+        let fastcgi_request = match conf.check_type {
+            CheckType::Fastcgi => {
+                let params: Vec<(Vec<u8>, Vec<u8>)> = match h.fastcgi_params.get() {
+                    Some(p) => p.clone(),
+                    None => fastcgi::DEFAULT_PARAMS
+                        .iter()
+                        .map(|(n, v)| (n.as_bytes().to_vec(), v.as_bytes().to_vec()))
+                        .collect(),
+                };
+                fastcgi::request(&params)
+            }
+            _ => Vec::new(),
+        };
         let tls = conf
             .check_type
             .is_tls()
@@ -111,6 +129,7 @@ impl UpstreamCheck {
             ),
             upstream: u.name,
             tls,
+            fastcgi_request,
         })
     }
 
@@ -204,6 +223,42 @@ impl UpstreamCheck {
                 ),
             );
         }
+    }
+}
+
+/// The block the C modules' directives stand for when no `match=` names
+/// one: `check_http_send` of a tcp check (bytes sent, nothing read) or of a
+/// udp check (the datagram), `check_http_expect_body` of an http check
+/// (with the status `check_http_expect_alive` accepts).
+fn implied_block(t: CheckType, h: &HttpConf) -> Option<Rc<CompiledMatch>> {
+    match t {
+        CheckType::Tcp | CheckType::Udp => {
+            let send = h.send.get()?;
+            Some(Rc::new(CompiledMatch {
+                block: MatchBlock {
+                    name: b"check_http_send".to_vec(),
+                    tests: vec![Test::Send(send.clone())],
+                },
+                regexes: Compiled::default(),
+            }))
+        }
+        CheckType::Http | CheckType::Https => {
+            let body = h.expect_body.get()?;
+            let alive = h.expect_alive.get().copied().unwrap_or_default();
+            let mut tests = vec![Test::Status {
+                negated: false,
+                ranges: alive.ranges(),
+            }];
+            tests.extend(body.block.tests.iter().cloned());
+            Some(Rc::new(CompiledMatch {
+                block: MatchBlock {
+                    name: body.block.name.clone(),
+                    tests,
+                },
+                regexes: body.regexes.clone(),
+            }))
+        }
+        _ => None,
     }
 }
 

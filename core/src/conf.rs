@@ -28,14 +28,15 @@ pub mod tls;
 
 use std::fmt;
 
-pub use check::parse_check;
+pub use check::{parse_check, parse_check_warned, Checked};
 pub use context::{
-    finish_context, Diagnostic, Directive, Finished, HttpDirectives, PeerFacts, TlsDirectives,
-    UpstreamFacts, ZoneLayout, RESOLVE_ROOM,
+    finish_context, keepalive_reuse, migration_notice, Diagnostic, Directive, Finished,
+    HttpDirectives, PeerFacts, TlsDirectives, UpstreamFacts, ZoneLayout, RESOLVE_ROOM,
 };
 pub use directives::{
-    parse_fail_open, parse_keepalive_requests, parse_shm_size, parse_state_file,
-    parse_status_directive, parse_vnswrr, StatusConf, VnswrrConf,
+    parse_check_status, parse_fail_open, parse_fastcgi_param, parse_keepalive_requests,
+    parse_shm_size, parse_state_file, parse_status_directive, parse_vnswrr, refused_directive,
+    StatusConf, VnswrrConf,
 };
 pub use escape::unescape;
 pub(crate) use http::{is_token, TOKEN_SYNTAX};
@@ -81,6 +82,14 @@ pub enum CheckType {
     /// Connect and complete a TLS handshake (`type=ssl_hello` too); a
     /// `check_match` send/expect then runs inside TLS.
     Tls,
+    /// Read a MySQL / MariaDB server's initial handshake packet: protocol
+    /// version 10 is up, an error packet down (`status`).
+    Mysql,
+    /// Send an AJP13 CPing, expect the CPong.
+    Ajp,
+    /// Send a FastCGI request (`check_fastcgi_param`), judge the
+    /// response's `Status` as `check_http_expect_alive` says.
+    Fastcgi,
 }
 
 impl CheckType {
@@ -92,7 +101,19 @@ impl CheckType {
             CheckType::Http => "http",
             CheckType::Https => "https",
             CheckType::Tls => "tls",
+            CheckType::Mysql => "mysql",
+            CheckType::Ajp => "ajp",
+            CheckType::Fastcgi => "fastcgi",
         }
+    }
+
+    /// Whether the check judges an HTTP-style status code (the types
+    /// `check_http_expect_alive` applies to).
+    pub fn judges_status(self) -> bool {
+        matches!(
+            self,
+            CheckType::Http | CheckType::Https | CheckType::Fastcgi
+        )
     }
 
     /// An HTTP request and response (`http`, `https`).
@@ -119,6 +140,10 @@ impl CheckType {
             CheckType::Http => &HTTP_REASONS,
             CheckType::Https => &HTTPS_REASONS,
             CheckType::Tls => &TLS_REASONS,
+            // An error packet, or no handshake packet at all.
+            CheckType::Mysql | CheckType::Fastcgi => &STATUS_REASONS,
+            // Anything but the CPong.
+            CheckType::Ajp => &AJP_REASONS,
         }
     }
 
@@ -167,6 +192,35 @@ impl CheckType {
         }
     }
 }
+
+/// [`Reason::CONNECTION`] and `extra`, in counter order (`M` is 6 + `N`).
+const fn connection_and<const N: usize, const M: usize>(
+    extra: [crate::reason::Reason; N],
+) -> [crate::reason::Reason; M] {
+    assert!(M == 6 + N);
+    let mut all = [crate::reason::Reason::Refused; M];
+    let mut i = 0;
+    while i < 6 {
+        all[i] = crate::reason::Reason::CONNECTION[i];
+        i += 1;
+    }
+    let mut j = 0;
+    while j < N {
+        all[6 + j] = extra[j];
+        j += 1;
+    }
+    all
+}
+
+/// `type=mysql` and `type=fastcgi`: the connection's, a refused status
+/// (an error packet, a `Status` not accepted) and an unreadable answer.
+const STATUS_REASONS: [crate::reason::Reason; 8] = connection_and([
+    crate::reason::Reason::Status,
+    crate::reason::Reason::Invalid,
+]);
+
+/// `type=ajp`: the connection's and an answer that is not the CPong.
+const AJP_REASONS: [crate::reason::Reason; 7] = connection_and([crate::reason::Reason::Mismatch]);
 
 /// [`Reason::CONNECTION`], then what a response can fail with.
 const HTTP_REASONS: [crate::reason::Reason; 9] = {
@@ -288,8 +342,9 @@ impl fmt::Display for FailOpen {
 pub struct CheckConf {
     /// Time between the starts of two rounds for one peer, in ms.
     pub interval_ms: u64,
-    /// Budget of one round in ms; always positive and below `interval_ms`
-    /// (and below `down_interval_ms` when that is set).
+    /// Budget of one round in ms; always positive. It may be as long as an
+    /// interval or longer (with a `[warn]`): a round still in flight then
+    /// delays the next ([`CheckConf::period_ms`]).
     pub timeout_ms: u64,
     /// `down_interval=`: time between the starts of two rounds while the
     /// peer is down, in ms; `None` = `interval_ms`.
@@ -332,6 +387,13 @@ impl CheckConf {
             Some(ms) if !up => ms,
             _ => self.interval_ms,
         }
+    }
+
+    /// The longest time between the starts of two rounds of a peer that
+    /// is `up` or down: its interval, or the timeout when a round may last
+    /// longer than that (the next round starts when it ends).
+    pub fn period_ms(&self, up: bool) -> u64 {
+        self.interval_for(up).max(self.timeout_ms)
     }
 
     /// The shorter of the two intervals (the timer grid's base).

@@ -7,6 +7,7 @@ pub mod health;
 pub mod http;
 pub mod identity;
 pub mod matcher;
+pub mod protocols;
 pub mod ptrmap;
 pub mod reason;
 pub mod room;

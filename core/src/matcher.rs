@@ -160,6 +160,8 @@ impl Test {
         match t {
             CheckType::Http | CheckType::Https => self.is_http(),
             CheckType::Tcp | CheckType::Udp | CheckType::Tls => !self.is_http(),
+            // Their exchange is fixed: no block judges it.
+            CheckType::Mysql | CheckType::Ajp | CheckType::Fastcgi => false,
         }
     }
 }
@@ -317,6 +319,19 @@ fn parse_header(rest: &[&[u8]]) -> Result<Test, ConfError> {
         name: header_name(name)?,
         cond,
     })
+}
+
+/// `check_http_expect_body ~|~*|!~|!~* REGEX;` (zhouchangxun's module): the
+/// body test of a `check_match` block, written as a directive.
+pub fn parse_expect_body(args: &[&[u8]]) -> Result<Test, ConfError> {
+    const D: &str = "check_http_expect_body";
+    if args.len() != 2 {
+        return Err(ConfError(format!(
+            "invalid number of arguments in \"{D}\" directive: write {D} ~ \"REGEX\" (or ~*, !~, !~*)"
+        )));
+    }
+    parse_body(args)
+        .map_err(|e| ConfError(e.0.replace("in \"body\" test", &format!("in \"{D}\" directive"))))
 }
 
 fn parse_body(rest: &[&[u8]]) -> Result<Test, ConfError> {

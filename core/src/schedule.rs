@@ -150,13 +150,18 @@ pub fn lease_claimable(word: u64, now: u64, me: u32) -> bool {
 }
 
 /// Until when a round claimed at `now` holds the lease: its whole budget
-/// (`timeout`, always less than `interval`) plus half of what is left of the
-/// interval, as margin for a busy event loop. A round abandoned by a dead
-/// worker is thus claimable before the next interval ends, and another
+/// (`timeout`) plus, as margin for a busy event loop, half of what is left
+/// of the interval (half the interval when the timeout is not below it).
+/// A round abandoned by a dead worker is thus claimable before the next
+/// interval ends (the round's length, when that is longer), and another
 /// worker, which looks an interval after the round was due, takes it over
 /// within two intervals.
 pub fn lease_expiry(now: u64, timeout: u64, interval: u64) -> u64 {
-    now + timeout + interval.saturating_sub(timeout) / 2
+    let margin = match interval.checked_sub(timeout) {
+        Some(left) if left > 0 => left / 2,
+        _ => interval / 2,
+    };
+    now + timeout + margin
 }
 
 #[cfg(test)]

@@ -34,6 +34,7 @@
 
 mod render;
 
+pub mod c_shapes;
 pub mod csv;
 pub mod html;
 pub mod json;
@@ -158,6 +159,9 @@ pub struct Query {
     /// `?histogram=on|off`: Prometheus prints the full page (rise, fall and
     /// the duration histogram too). `None` means "use the directive's".
     pub histogram: Option<bool>,
+    /// The page is `check_status`'s: html, csv and json in the C modules'
+    /// shapes ([`c_shapes`]). Set by the directive, not the query.
+    pub c_shapes: bool,
 }
 
 /// Longest refresh period the HTML page accepts, in seconds.
@@ -366,6 +370,10 @@ pub struct PeerRow<'a> {
     /// it (as `0` while `None`) only for `http` and `https` peers, on the
     /// full page.
     pub http_status: Option<u16>,
+    /// The longest time between the starts of two of its rounds, ms: its
+    /// interval, or its timeout when that is longer (a round still in
+    /// flight delays the next).
+    pub period_ms: u64,
     /// TLS checks (`https`, `tls`): rounds whose handshake resumed a
     /// session; `None` for other types (JSON `null`; Prometheus prints the
     /// counter only for TLS peers).

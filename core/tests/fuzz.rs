@@ -748,7 +748,8 @@ impl CheckGen {
         let fall = in_range(&self.fall, 1, 100_000)?.unwrap_or(3) as u32;
         let rise = in_range(&self.rise, 1, 100_000)?.unwrap_or(2) as u32;
         let port = in_range(&self.port, 1, 65_535)?.unwrap_or(0) as u16;
-        let default_down = match self.default_down {
+        // The C modules' spelling: default_down in any case.
+        let default_down = match self.default_down.map(str::to_ascii_lowercase).as_deref() {
             None | Some("false") => false,
             Some("true") => true,
             Some(_) => return None,
@@ -759,6 +760,9 @@ impl CheckGen {
             Some("http") => CheckType::Http,
             Some("https") => CheckType::Https,
             Some("tls" | "ssl_hello") => CheckType::Tls,
+            Some("mysql") => CheckType::Mysql,
+            Some("ajp") => CheckType::Ajp,
+            Some("fastcgi") => CheckType::Fastcgi,
             Some(_) => return None,
         };
         let match_block = match self.match_block {
@@ -834,14 +838,17 @@ impl CheckGen {
         };
 
         // Second pass.
-        if check_type == CheckType::Udp && (reuse != Reuse::Off || ka.is_some()) {
+        let one_exchange = matches!(
+            check_type,
+            CheckType::Udp | CheckType::Mysql | CheckType::Ajp | CheckType::Fastcgi
+        );
+        if one_exchange && (reuse != Reuse::Off || ka.is_some()) {
             return None;
         }
-        // Every interval in force (down_interval too) bounds the timeout
-        // and the jitter.
+        // Every interval in force (down_interval too) bounds the jitter;
+        // an explicit timeout may pass them (a warning, not an error).
         let shortest = interval.min(down_interval.unwrap_or(u64::MAX));
         let timeout = match timeout {
-            Some(t) if t >= shortest => return None,
             Some(t) => t,
             None => (shortest - shortest / 10).min(5000),
         };
@@ -1101,10 +1108,11 @@ fn clean_check_gen() -> impl Strategy<Value = CheckGen> {
 /// Invariants of every accepted `check`.
 fn assert_valid_conf(c: &CheckConf) -> Result<(), TestCaseError> {
     prop_assert!((conf::INTERVAL_MIN_MS..=conf::INTERVAL_MAX_MS).contains(&c.interval_ms));
-    prop_assert!(c.timeout_ms >= 1 && c.timeout_ms < c.interval_ms);
+    prop_assert!(c.timeout_ms >= 1);
     prop_assert!(c.timeout_ms <= conf::TIMEOUT_MAX_MS);
     for up in [true, false] {
-        prop_assert!(c.timeout_ms < c.interval_for(up) && c.jitter_ms < c.interval_for(up));
+        prop_assert!(c.jitter_ms < c.interval_for(up));
+        prop_assert_eq!(c.period_ms(up), c.interval_for(up).max(c.timeout_ms));
     }
     prop_assert!((1..=conf::RISE_FALL_MAX).contains(&c.fall));
     prop_assert!((1..=conf::RISE_FALL_MAX).contains(&c.rise));
@@ -1707,6 +1715,7 @@ fn borrow(owned: &[OwnedRow]) -> Vec<PeerRow<'_>> {
                 last_failure_reason: o.last_failure_reason,
                 http_status: o.http_status,
                 tls_resumed: matches!(o.check_type, "https" | "tls").then_some(o.checks),
+                period_ms: 1000,
                 last_change_ms: o.last_change_ms,
                 last_duration_ms: o.sum,
                 down_since_ms: o.down_since_ms,
@@ -1842,7 +1851,8 @@ fn check_json(
             Some(&serde_json::json!(r.tls_resumed)),
             "a number or null"
         );
-        prop_assert_eq!(o.as_object().map(|m| m.len()), Some(23));
+        prop_assert_eq!(o.get("period_ms"), Some(&serde_json::json!(r.period_ms)));
+        prop_assert_eq!(o.as_object().map(|m| m.len()), Some(24));
     }
     // Key order (serde_json's map does not keep it): each peer is one line,
     // and a key with its `": ` cannot occur inside an escaped string.
@@ -1915,6 +1925,7 @@ fn check_csv(body: &[u8], filter: Option<Filter>, rows: &[PeerRow]) -> Result<()
             r.backup.to_string(),
             r.weight.to_string(),
             (if r.disabled { "disabled" } else { "" }).to_string(),
+            r.period_ms.to_string(),
         ];
         prop_assert_eq!(
             rec.iter().collect::<Vec<_>>(),
@@ -2373,7 +2384,7 @@ proptest! {
         let rows = borrow(&owned);
         let meta = Meta { generation, now_ms };
         for format in Format::ALL {
-            let query = Query { format: Some(format), filter, refresh, histogram };
+            let query = Query { format: Some(format), filter, refresh, histogram, c_shapes: false };
             let body = render(format, &query, &meta, &rows);
             prop_assert!(std::str::from_utf8(&body).is_ok(), "{:?} is not UTF-8", format);
             match format {
@@ -2417,7 +2428,7 @@ proptest! {
         cuts.iter_mut().for_each(|c| *c = (*c).min(ordered.len()));
         cuts.sort_unstable();
         for format in Format::ALL {
-            let query = Query { format: Some(format), filter, refresh, histogram };
+            let query = Query { format: Some(format), filter, refresh, histogram, c_shapes: false };
             let whole = render(format, &query, &meta, &rows);
             let counts = status::Counts::of(&rows, filter);
             let mut out = b"PREFIX".to_vec();
@@ -3145,6 +3156,7 @@ fn render_huge_times() {
                 filter: None,
                 refresh: Some(u32::MAX),
                 histogram: Some(true),
+                c_shapes: false,
             };
             let body = render(format, &query, &meta, &rows);
             assert!(std::str::from_utf8(&body).is_ok());

@@ -30,6 +30,11 @@ pub trait ProbeKind {
     fn http_status(&self) -> Option<u16> {
         None
     }
+    /// What the last failed round's answer said, for the log line of a
+    /// peer going down (`MySQL error 1040: Too many connections`).
+    fn detail(&self) -> Option<&str> {
+        None
+    }
     /// Whether a kept connection with unread data may serve a round: for a
     /// plain TCP check data means alive; for a request/response check it
     /// is a leftover that must never reach the next round's verdict.

@@ -5,6 +5,7 @@ use std::rc::Rc;
 use healthcheck_core::conf::CheckType;
 use healthcheck_core::http::request::{build_request, host_of_server};
 
+use super::exchange::{Exchange, Protocol};
 use super::kind::{Cx, ProbeKind};
 use super::outcome::Step;
 use super::{http, tcp, udp};
@@ -14,6 +15,7 @@ pub enum Kind {
     Tcp(tcp::Tcp),
     Udp(udp::Udp),
     Http(http::Http),
+    Exchange(Exchange),
 }
 
 impl Kind {
@@ -26,6 +28,26 @@ impl Kind {
             // type=tls: the handshake is the transport's; then as tcp.
             CheckType::Tcp | CheckType::Tls => Kind::Tcp(tcp::Tcp::new(matcher, check.buffer_size)),
             CheckType::Udp => Kind::Udp(udp::Udp::new(matcher)),
+            CheckType::Mysql | CheckType::Ajp | CheckType::Fastcgi => {
+                let (protocol, request): (Protocol, Rc<[u8]>) = match check.conf.check_type {
+                    CheckType::Mysql => (Protocol::Mysql, Rc::from(&[][..])),
+                    CheckType::Ajp => (
+                        Protocol::Ajp,
+                        Rc::from(&healthcheck_core::protocols::ajp::CPING[..]),
+                    ),
+                    _ => {
+                        let alive = check
+                            .http
+                            .as_ref()
+                            .map_or(Default::default(), |h| h.expect_alive);
+                        (
+                            Protocol::Fastcgi(alive),
+                            Rc::from(check.fastcgi_request.as_slice()),
+                        )
+                    }
+                };
+                Kind::Exchange(Exchange::new(protocol, request, check.buffer_size))
+            }
             CheckType::Http | CheckType::Https => {
                 let Some(h) = check.http.as_ref() else {
                     return Kind::Tcp(tcp::Tcp::default());
@@ -68,6 +90,7 @@ macro_rules! dispatch {
             Kind::Tcp($k) => $call,
             Kind::Udp($k) => $call,
             Kind::Http($k) => $call,
+            Kind::Exchange($k) => $call,
         }
     };
 }
@@ -96,5 +119,8 @@ impl ProbeKind for Kind {
     }
     fn reuse_with_pending_data(&self) -> bool {
         dispatch!(self, k => k.reuse_with_pending_data())
+    }
+    fn detail(&self) -> Option<&str> {
+        dispatch!(self, k => k.detail())
     }
 }

@@ -7,7 +7,8 @@
 //! - `conn.rs`: the connection newtype (all I/O through `c->recv` and
 //!   `c->send`, so TLS can sit underneath); `outcome.rs`: how a round ends;
 //! - `kind.rs`: the interface a probe kind implements; `tcp.rs`, `udp.rs`,
-//!   `http.rs`: the kinds; `kinds.rs`: the enum that dispatches to them;
+//!   `http.rs`, `exchange.rs` (mysql, ajp, fastcgi): the kinds; `kinds.rs`:
+//!   the enum that dispatches to them;
 //! - `peer.rs`: the peer a probe checks; `spares.rs`: sockets kept for later
 //!   rounds; `connect.rs`: opening and closing a round's connection;
 //!   `tls.rs`: the TLS transport; `kept.rs`: connections kept between
@@ -35,6 +36,7 @@
 mod conn;
 mod connect;
 mod events;
+mod exchange;
 mod http;
 mod kept;
 mod kind;

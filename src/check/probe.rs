@@ -400,6 +400,11 @@ impl Probe {
         self.kind.http_status()
     }
 
+    /// What the kind says of the last failed round's answer.
+    pub fn kind_detail(&self) -> Option<&str> {
+        self.kind.detail()
+    }
+
     /// The round's handshake resumed a TLS session.
     pub fn tls_resumed(&self) -> bool {
         self.tls.as_ref().is_some_and(|t| t.resumed)

@@ -48,6 +48,10 @@ fn log_flip(p: &Probe, flip: Flip, result: RoundResult) {
     match flip.transition {
         Transition::WentDown => {
             let reason = match (result, p.http_status()) {
+                // The answer's own words (a MySQL error, a FastCGI status).
+                (RoundResult::Down(_), _) if p.kind_detail().is_some() => {
+                    p.kind_detail().unwrap_or_default().to_string()
+                }
                 (RoundResult::Down(Reason::Status), Some(code)) => format!("HTTP {code}"),
                 // The handshake's failure in nginx's and OpenSSL's words;
                 // a verification failure says what it is itself.

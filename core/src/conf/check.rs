@@ -64,6 +64,19 @@ fn invalid(arg: &[u8], reason: impl std::fmt::Display) -> ConfError {
 /// Parses the arguments of the `check` directive (after the directive
 /// name) into a validated [`CheckConf`] with every default filled in.
 pub fn parse_check(args: &[&[u8]]) -> Result<CheckConf, ConfError> {
+    parse_check_warned(args).map(|c| c.conf)
+}
+
+/// A parsed `check` and what it accepts but warns about.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Checked {
+    pub conf: CheckConf,
+    /// `[warn]` messages (a `timeout` not below its interval).
+    pub warnings: Vec<ConfError>,
+}
+
+/// [`parse_check`], with the warnings of values it accepts.
+pub fn parse_check_warned(args: &[&[u8]]) -> Result<Checked, ConfError> {
     if args.is_empty() {
         return Err(ConfError(
             "invalid number of arguments in \"check\" directive".into(),
@@ -73,7 +86,128 @@ pub fn parse_check(args: &[&[u8]]) -> Result<CheckConf, ConfError> {
     for &arg in args {
         params.add(arg)?;
     }
-    params.resolve()
+    let mut warnings = Vec::new();
+    let conf = params.resolve(&mut warnings)?;
+    Ok(Checked { conf, warnings })
+}
+
+/// The names `type=` takes, for suggestions.
+const TYPES: [&str; 9] = [
+    "tcp",
+    "udp",
+    "http",
+    "https",
+    "tls",
+    "ssl_hello",
+    "mysql",
+    "ajp",
+    "fastcgi",
+];
+
+/// `type=<value>`: a type of this module, a type of the C modules that is
+/// written here another way (named), or the nearest name.
+fn parse_type(value: &[u8]) -> Result<CheckType, String> {
+    Ok(match value {
+        b"tcp" => CheckType::Tcp,
+        b"udp" => CheckType::Udp,
+        b"http" => CheckType::Http,
+        b"https" => CheckType::Https,
+        // yaoweibin's and Tengine's name; here a real handshake.
+        b"tls" | b"ssl_hello" => CheckType::Tls,
+        b"mysql" => CheckType::Mysql,
+        b"ajp" => CheckType::Ajp,
+        b"fastcgi" => CheckType::Fastcgi,
+        b"pop3" | b"imap" | b"smtp" => {
+            let greeting = match value {
+                b"pop3" => "+OK",
+                b"imap" => "* OK",
+                _ => "220",
+            };
+            return Err(format!(
+                "type={} is not a type here: write type=tcp match=NAME with a block \
+                 check_match NAME {{ expect \"{greeting}\"; }} (docs/migrating.md)",
+                printable(value)
+            ));
+        }
+        b"ikev2" => {
+            return Err(
+                "type=ikev2 is not a type here: write type=udp match=NAME with a \
+                        check_match NAME { send ...; expect ...; } block carrying the IKE \
+                        packet and the expected answer (docs/migrating.md)"
+                    .into(),
+            )
+        }
+        b"send" => {
+            return Err(
+                "type=send is not a type here: write type=tcp match=NAME with a \
+                        check_match NAME { send ...; expect ...; } block (docs/migrating.md)"
+                    .into(),
+            )
+        }
+        b"tlsv10_hello" | b"tlsv11_hello" | b"tlsv12_hello" => {
+            let version = match value {
+                b"tlsv10_hello" => "TLSv1",
+                b"tlsv11_hello" => "TLSv1.1",
+                _ => "TLSv1.2",
+            };
+            return Err(format!(
+                "type={} is not a type here: write type=tls and check_ssl_protocols {version}; \
+                 (a real handshake)",
+                printable(value)
+            ));
+        }
+        _ => {
+            let near = nearest(value, &TYPES);
+            return Err(match near {
+                Some(n) => format!(
+                    "unknown type \"{}\": did you mean type={n}? (types: {})",
+                    printable(value),
+                    TYPES.join(", ")
+                ),
+                None => format!(
+                    "unknown type \"{}\": the types are {}",
+                    printable(value),
+                    TYPES.join(", ")
+                ),
+            });
+        }
+    })
+}
+
+/// The name of `names` closest to `written`: the same letters in another
+/// case, or at most two edits away.
+pub(crate) fn nearest<'a>(written: &[u8], names: &[&'a str]) -> Option<&'a str> {
+    if let Some(n) = names
+        .iter()
+        .find(|n| n.as_bytes().eq_ignore_ascii_case(written))
+    {
+        return Some(n);
+    }
+    let lower = written.to_ascii_lowercase();
+    names
+        .iter()
+        .map(|n| (edit_distance(n.as_bytes(), &lower), *n))
+        .filter(|&(d, _)| d <= 2)
+        .min_by_key(|&(d, _)| d)
+        .map(|(_, n)| n)
+}
+
+/// Levenshtein distance (short words: names of types and directives).
+fn edit_distance(a: &[u8], b: &[u8]) -> usize {
+    if a.len().abs_diff(b.len()) > 2 || b.len() > 64 {
+        return usize::MAX;
+    }
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, &x) in a.iter().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, &y) in b.iter().enumerate() {
+            cur[j + 1] = (prev[j] + usize::from(x != y))
+                .min(prev[j + 1] + 1)
+                .min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
 }
 
 /// A parsed value and the argument it came from.
@@ -166,25 +300,17 @@ impl<'a> Params<'a> {
             b"rise" => store(&mut self.rise, arg, "rise", || {
                 parse_count(value, "rise", 1, RISE_FALL_MAX)
             }),
-            b"default_down" => store(
-                &mut self.default_down,
-                arg,
-                "default_down",
-                || match value {
-                    b"true" => Ok(true),
-                    b"false" => Ok(false),
-                    _ => Err("default_down must be true or false".into()),
-                },
-            ),
-            b"type" => store(&mut self.check_type, arg, "type", || match value {
-                b"tcp" => Ok(CheckType::Tcp),
-                b"udp" => Ok(CheckType::Udp),
-                b"http" => Ok(CheckType::Http),
-                b"https" => Ok(CheckType::Https),
-                // yaoweibin's and Tengine's name; here a real handshake.
-                b"tls" | b"ssl_hello" => Ok(CheckType::Tls),
-                _ => Err("type must be tcp, udp, http, https or tls (ssl_hello is tls)".into()),
+            b"default_down" => store(&mut self.default_down, arg, "default_down", || {
+                // The C modules compare case-insensitively (TRUE).
+                if value.eq_ignore_ascii_case(b"true") {
+                    Ok(true)
+                } else if value.eq_ignore_ascii_case(b"false") {
+                    Ok(false)
+                } else {
+                    Err("default_down must be true or false".into())
+                }
             }),
+            b"type" => store(&mut self.check_type, arg, "type", || parse_type(value)),
             b"port" => store(&mut self.port, arg, "port", || {
                 parse_count(value, "port", 1, u16::MAX)
             }),
@@ -199,12 +325,29 @@ impl<'a> Params<'a> {
             b"passive_fall" => store(&mut self.passive_fall, arg, "passive_fall", || {
                 parse_count(value, "passive_fall", 0, RISE_FALL_MAX)
             }),
-            _ => Err(invalid(arg, "unknown parameter")),
+            b"unique" => Err(invalid(
+                arg,
+                "unique= is Tengine's: here each upstream's servers are checked for that \
+                 upstream; remove the parameter (docs/migrating.md)",
+            )),
+            b"log_level" => Err(invalid(
+                arg,
+                "log_level= is not a parameter here: a peer going down is logged at warn and \
+                 coming up at notice; choose what error_log keeps (docs/migrating.md)",
+            )),
+            _ => Err(invalid(
+                arg,
+                match nearest(name, &PARAMETERS) {
+                    Some(n) => format!("unknown parameter (did you mean {n}=?)"),
+                    None => "unknown parameter".into(),
+                },
+            )),
         }
     }
 
-    /// Second pass: defaults and cross-parameter rules.
-    fn resolve(self) -> Result<CheckConf, ConfError> {
+    /// Second pass: defaults and cross-parameter rules; what is accepted
+    /// with a `[warn]` goes to `warnings`.
+    fn resolve(self, warnings: &mut Vec<ConfError>) -> Result<CheckConf, ConfError> {
         let interval_ms = self.interval.map_or(DEFAULT_INTERVAL_MS, |g| g.value);
         let check_type = self.check_type.map_or(CheckType::Tcp, |g| g.value);
 
@@ -214,6 +357,26 @@ impl<'a> Params<'a> {
             }
             if let Some(g) = self.keepalive.as_ref().filter(|g| g.value.is_some()) {
                 return Err(invalid(g.arg, "keepalive requires type=tcp or type=http"));
+            }
+        }
+        if matches!(
+            check_type,
+            CheckType::Mysql | CheckType::Ajp | CheckType::Fastcgi
+        ) {
+            // One exchange per connection: the server closes (fastcgi
+            // without FCGI_KEEP_CONN) or expects more (mysql, ajp).
+            let t = check_type.as_str();
+            if let Some(g) = self.reuse.as_ref().filter(|g| g.value != Reuse::Off) {
+                return Err(invalid(
+                    g.arg,
+                    format!("type={t} checks use a new connection each round"),
+                ));
+            }
+            if let Some(g) = self.keepalive.as_ref().filter(|g| g.value.is_some()) {
+                return Err(invalid(
+                    g.arg,
+                    format!("type={t} checks use a new connection each round"),
+                ));
             }
         }
 
@@ -227,12 +390,18 @@ impl<'a> Params<'a> {
         let shortest_ms = interval_ms.min(down_interval_ms.unwrap_or(u64::MAX));
         let timeout_ms = match &self.timeout {
             Some(g) => {
+                // As the C modules do: a round still in flight delays the
+                // next, so the period stretches to the round's length.
                 for (name, ms) in intervals.iter().flatten() {
                     if g.value >= *ms {
-                        return Err(invalid(
-                            g.arg,
-                            format!("timeout must be less than {name} ({ms} ms)"),
-                        ));
+                        warnings.push(ConfError(format!(
+                            "\"check\" {} is not below {name}={ms}: a round still in flight \
+                             delays the next, so a slow peer's rounds start up to {} ms apart \
+                             (docs/directives.md, check)",
+                            printable(g.arg),
+                            g.value
+                        )));
+                        break;
                     }
                 }
                 g.value
@@ -427,7 +596,8 @@ fn parse_period(value: &[u8], what: &str, expected: &str) -> Result<u64, String>
 
 /// `reuse=off|on|<seconds-syntax time>`.
 fn parse_reuse(value: &[u8]) -> Result<Reuse, String> {
-    match value {
+    // Akvicor's module compares on and off ignoring case.
+    match value.to_ascii_lowercase().as_slice() {
         b"off" => Ok(Reuse::Off),
         b"on" => Ok(Reuse::On),
         _ => {

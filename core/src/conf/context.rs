@@ -18,15 +18,22 @@
 //! Then each upstream, in configuration order:
 //!
 //! 2. `check_keepalive_requests` without `check ... reuse=on` has no
-//!    effect: a warning at `check_keepalive_requests`.
-//! 3. `check ... port=n` in an upstream with a unix-socket server: an
-//!    error at `check` (such a server has no port to replace).
-//! 4. `check_http_send`, `check_http_request`, `check_http_header` or
-//!    `check_http_expect_alive` (in this order) without
-//!    `check ... type=http`: an error at that directive.
+//!    effect: a warning at `check_keepalive_requests` (an http check with
+//!    n > 1 keeps its connection instead, [`keepalive_reuse`]).
+//! 3. `check ... port=n` in an upstream with a unix-socket server: a
+//!    warning at `check` that the unix server is checked on its own
+//!    address (it has no port to replace), as Tengine does.
+//! 4. `check_http_send`, `check_http_request`, `check_http_header`,
+//!    `check_http_expect_alive`, `check_http_expect_body` or
+//!    `check_fastcgi_param` (in this order) in an upstream whose check
+//!    type does not take it: an error at that directive.
+//!    `check_http_send` is the request of `type=http`, the bytes a
+//!    `type=tcp` check sends (and reads nothing) and the datagram of
+//!    `type=udp`; `check_http_expect_alive` judges `http`, `https` and
+//!    `fastcgi`; `check_fastcgi_param` is for `fastcgi`.
 //! 5. `check_http_send` with `check_http_request` or `check_http_header`
-//!    (the raw request replaces the one they build): an error at
-//!    `check_http_send`.
+//!    (the raw request replaces the one they build), or with a
+//!    `check_match` block that has `send`: an error at `check_http_send`.
 //! 6. `check ... match=NAME` without a block of that name, or with a block
 //!    whose tests do not fit the check's type: an error at `check`.
 //! 7. `check_http_expect_alive` with `match=` (the block decides alone):
@@ -37,7 +44,7 @@
 //! 8. `check_shm_size` below what the checked peers need: an error at
 //!    `check_shm_size`.
 
-use super::{CheckConf, ConfError, Reuse};
+use super::{CheckConf, CheckType, ConfError, Reuse};
 use crate::identity::{identity_hash, upstream_tag};
 use crate::matcher::{misfit_reason, MatchBlock};
 use crate::status::Group;
@@ -103,6 +110,10 @@ pub struct HttpDirectives {
     pub header: bool,
     /// `check_http_expect_alive`.
     pub expect_alive: bool,
+    /// `check_http_expect_body`.
+    pub expect_body: bool,
+    /// `check_fastcgi_param` (one or more).
+    pub fastcgi_param: bool,
 }
 
 /// The directive a [`Diagnostic`] is about: nginx logs it at the position
@@ -123,6 +134,10 @@ pub enum Directive {
     HttpHeader(usize),
     /// `check_http_expect_alive` of the upstream at this index.
     HttpExpectAlive(usize),
+    /// `check_http_expect_body` of the upstream at this index.
+    HttpExpectBody(usize),
+    /// The first `check_fastcgi_param` of the upstream at this index.
+    FastcgiParam(usize),
     /// The `check_match` block at this index of the blocks.
     Match(usize),
     /// `check_fail_open` of the upstream at this index.
@@ -202,6 +217,49 @@ pub fn finish_context(
     Finished { warnings, result }
 }
 
+/// `check_keepalive_requests n` with n > 1 on an http check that keeps no
+/// connection (`reuse` and `keepalive` not given): the check with
+/// `reuse=on`, as yaoweibin's and Tengine's modules keep the connection for
+/// n requests. `None` when the directive changes nothing.
+pub fn keepalive_reuse(check: &CheckConf, requests: Option<u32>) -> Option<CheckConf> {
+    let n = requests?;
+    if n <= 1 || !check.check_type.is_http() || check.keeps_connection() {
+        return None;
+    }
+    let mut c = check.clone();
+    c.reuse = Reuse::On;
+    c.rehandshake_ms = c.reuse_period_ms();
+    Some(c)
+}
+
+/// The one-time `[notice]` of a configuration written for the C modules
+/// (it has `check_status`, or an upstream has `check_http_send`) whose
+/// `check` lines rely on `default_down`'s default, which differs: those
+/// modules start peers down, this one up. `default_down_given[i]` says
+/// whether upstream `i`'s `check` names `default_down`.
+pub fn migration_notice(
+    upstreams: &[UpstreamFacts<'_>],
+    default_down_given: &[bool],
+    check_status_used: bool,
+) -> Option<String> {
+    let first = upstreams
+        .iter()
+        .zip(default_down_given)
+        .find(|(u, given)| u.check.is_some() && !**given && (check_status_used || u.http.send))?;
+    Some(format!(
+        "upstream \"{}\" looks written for yaoweibin's or Tengine's module ({}) and its \
+         \"check\" has no default_down: here its peers start up (default_down=false), where \
+         those modules start them down; write default_down=true to keep that \
+         (docs/migrating.md, Defaults)",
+        String::from_utf8_lossy(first.0.name),
+        if first.0.http.send {
+            "check_http_send"
+        } else {
+            "check_status"
+        }
+    ))
+}
+
 /// Rule 1: the blocks on their own.
 fn check_blocks(blocks: &[MatchBlock]) -> Result<(), Diagnostic> {
     for (j, b) in blocks.iter().enumerate() {
@@ -235,26 +293,63 @@ fn check_http(
         })
     };
     let h = u.http;
-    let is_http = u.check.is_some_and(|c| c.check_type.is_http());
-    if !is_http {
-        for (given, at, directive) in [
-            (h.send, Directive::HttpSend(i), "check_http_send"),
-            (h.request, Directive::HttpRequest(i), "check_http_request"),
-            (h.header, Directive::HttpHeader(i), "check_http_header"),
-            (
-                h.expect_alive,
-                Directive::HttpExpectAlive(i),
-                "check_http_expect_alive",
-            ),
-        ] {
-            if given {
-                return err(
-                    at,
-                    format!(
-                        "\"{directive}\" requires \"check ... type=http\" in upstream \"{name}\""
-                    ),
-                );
-            }
+    let t = u.check.map(|c| c.check_type);
+    let is = |types: &[CheckType]| t.is_some_and(|t| types.contains(&t));
+    use CheckType::{Fastcgi, Http, Https, Tcp, Udp};
+    for (given, at, directive, types, what) in [
+        (
+            h.send,
+            Directive::HttpSend(i),
+            "check_http_send",
+            &[Http, Https, Tcp, Udp][..],
+            "type=http (the request), type=tcp (bytes sent, nothing read) or type=udp \
+             (the datagram)",
+        ),
+        (
+            h.request,
+            Directive::HttpRequest(i),
+            "check_http_request",
+            &[Http, Https][..],
+            "type=http",
+        ),
+        (
+            h.header,
+            Directive::HttpHeader(i),
+            "check_http_header",
+            &[Http, Https][..],
+            "type=http",
+        ),
+        (
+            h.expect_alive,
+            Directive::HttpExpectAlive(i),
+            "check_http_expect_alive",
+            &[Http, Https, Fastcgi][..],
+            "type=http or type=fastcgi",
+        ),
+        (
+            h.expect_body,
+            Directive::HttpExpectBody(i),
+            "check_http_expect_body",
+            &[Http, Https][..],
+            "type=http",
+        ),
+        (
+            h.fastcgi_param,
+            Directive::FastcgiParam(i),
+            "check_fastcgi_param",
+            &[Fastcgi][..],
+            "type=fastcgi",
+        ),
+    ] {
+        if given && !is(types) {
+            let now = t.map_or(String::from("no check"), |t| format!("type={}", t.as_str()));
+            return err(
+                at,
+                format!(
+                    "\"{directive}\" requires \"check ... {what}\" in upstream \"{name}\", \
+                     which has {now}"
+                ),
+            );
         }
     }
     if h.send {
@@ -271,6 +366,20 @@ fn check_http(
                     ),
                 );
             }
+        }
+        let block_sends = u
+            .check
+            .and_then(|c| c.match_block.as_ref())
+            .and_then(|w| blocks.iter().find(|b| &b.name == w))
+            .is_some_and(|b| b.send().is_some());
+        if block_sends {
+            return err(
+                Directive::HttpSend(i),
+                format!(
+                    "\"check_http_send\" and the \"send\" of the check's check_match block both \
+                     say what upstream \"{name}\" sends: keep one"
+                ),
+            );
         }
     }
     let Some(check) = u.check else { return Ok(()) };
@@ -378,7 +487,10 @@ fn layout(
             });
         }
         check_tls(i, &name, u)?;
-        if u.keepalive_requests.is_some() && u.check.map(|c| c.reuse) != Some(Reuse::On) {
+        let kept = u.check.is_some_and(|c| {
+            c.reuse == Reuse::On || keepalive_reuse(c, u.keepalive_requests).is_some()
+        });
+        if u.keepalive_requests.is_some() && !kept {
             warnings.push(Diagnostic {
                 at: Directive::KeepaliveRequests(i),
                 error: ConfError(format!(
@@ -388,12 +500,12 @@ fn layout(
             });
         }
         if let Some(check) = u.check.filter(|c| c.port != 0) {
-            if let Some(p) = u.peers.iter().find(|p| p.unix) {
-                return Err(Diagnostic {
+            for p in u.peers.iter().filter(|p| p.unix) {
+                warnings.push(Diagnostic {
                     at: Directive::Check(i),
                     error: ConfError(format!(
-                        "invalid parameter \"port={}\": upstream \"{name}\" has the unix-socket \
-                         server \"{}\", which has no port",
+                        "\"check\" ignores \"port={}\" for the unix-socket server \"{}\" of \
+                         upstream \"{name}\": it has no port and is checked on its own address",
                         check.port,
                         String::from_utf8_lossy(p.name),
                     )),
@@ -408,8 +520,12 @@ fn layout(
         }
         for p in &u.peers {
             // The effective check port: `port=` naming the server's own
-            // port is the same check as no `port=`.
-            let port = if check.port == 0 { p.port } else { check.port };
+            // port is the same check as no `port=`; a unix socket has none.
+            let port = if check.port == 0 || p.unix {
+                p.port
+            } else {
+                check.port
+            };
             identities.push(identity_hash(
                 group.as_str(),
                 u.name,

@@ -114,7 +114,8 @@ pub fn parse_status_directive(args: &[&[u8]]) -> Result<StatusConf, ConfError> {
     Ok(conf)
 }
 
-/// `healthcheck_status [FORMAT] [histogram=on|off]`.
+/// `healthcheck_status [FORMAT] [histogram=on|off]`, or `check_status
+/// [FORMAT]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct StatusConf {
     /// The page's format when the request names none (default html).
@@ -122,6 +123,80 @@ pub struct StatusConf {
     /// Prometheus: the full page (rise, fall, the duration histogram)
     /// unless the request says `?histogram=off`.
     pub histogram: bool,
+    /// `check_status` (and its other names): the C modules' shapes of
+    /// html, csv and json.
+    pub c_shapes: bool,
+}
+
+/// `check_status [html|csv|json|prometheus];` (and `l4check_status`,
+/// `stream_check_status`, `tcp_check_status`, the same directive under the
+/// names of the stream forks): yaoweibin's and Tengine's status page, 0 or
+/// 1 argument, the format named exactly.
+pub fn parse_check_status(directive: &str, args: &[&[u8]]) -> Result<StatusConf, ConfError> {
+    let format = match args {
+        [] => Format::Html,
+        [arg] => Format::from_name(arg).ok_or_else(|| {
+            invalid_value(
+                directive,
+                arg,
+                "format must be html, csv, json or prometheus",
+            )
+        })?,
+        _ => {
+            return Err(ConfError(format!(
+                "invalid number of arguments in \"{directive}\" directive"
+            )))
+        }
+    };
+    Ok(StatusConf {
+        format,
+        histogram: false,
+        c_shapes: true,
+    })
+}
+
+/// What `nginx -t` says of a directive of yaoweibin's, Tengine's or the
+/// stream forks' modules that has no directive of the same name here:
+/// what to write instead (docs/migrating.md lists them all).
+pub fn refused_directive(name: &[u8]) -> String {
+    let n = printable(name);
+    let instead = match name {
+        b"check_send" | b"check_expect_response" | b"check_backend_expect_alive" => {
+            "write check_match NAME { send \"...\"; expect \"...\"; } in the http or stream \
+             block and \"check ... match=NAME\" in the upstream"
+        }
+        b"check_smtp_send" | b"check_smtp_expect_alive" => {
+            "write check_match NAME { send \"HELO ...\\r\\n\"; expect ~ \"^2\"; } and \
+             \"check type=tcp match=NAME\""
+        }
+        b"check_fastcgi_params" => "the directive is check_fastcgi_param NAME VALUE;",
+        b"stream_check_status" | b"l4check_status" | b"tcp_check_status" | b"check_status" => {
+            "the status page is served from an http location: write check_status (or \
+             healthcheck_status) in an http server or location; it lists stream peers too"
+        }
+        _ => "it has no equivalent here",
+    };
+    format!("\"{n}\" is a directive of the C health-check modules: {instead} (docs/migrating.md)")
+}
+
+/// `check_fastcgi_param NAME VALUE;`: a FastCGI parameter the check sends
+/// (the name not empty; neither holds a NUL byte).
+pub fn parse_fastcgi_param(args: &[&[u8]]) -> Result<(Vec<u8>, Vec<u8>), ConfError> {
+    const D: &str = "check_fastcgi_param";
+    let [name, value] = *args else {
+        return Err(ConfError(format!(
+            "invalid number of arguments in \"{D}\" directive: write {D} NAME VALUE"
+        )));
+    };
+    if name.is_empty() {
+        return Err(invalid_value(D, name, "the name is empty"));
+    }
+    for v in [name, value] {
+        if v.contains(&0) {
+            return Err(invalid_value(D, v, "a NUL byte"));
+        }
+    }
+    Ok((name.to_vec(), value.to_vec()))
 }
 
 /// Parameters of the `vnswrr` directive.
@@ -363,6 +438,7 @@ mod tests {
         let f = |format| StatusConf {
             format,
             histogram: false,
+            c_shapes: false,
         };
         assert_eq!(parse_status_directive(&[]), Ok(f(Format::Html)));
         assert_eq!(parse_status_directive(&[b"csv"]), Ok(f(Format::Csv)));
@@ -375,14 +451,16 @@ mod tests {
             parse_status_directive(&[b"prometheus", b"histogram=on"]),
             Ok(StatusConf {
                 format: Format::Prometheus,
-                histogram: true
+                histogram: true,
+                c_shapes: false,
             })
         );
         assert_eq!(
             parse_status_directive(&[b"histogram=on"]),
             Ok(StatusConf {
                 format: Format::Html,
-                histogram: true
+                histogram: true,
+                c_shapes: false,
             })
         );
         assert_eq!(

@@ -128,6 +128,21 @@ impl StatusClasses {
         status >= 100 && status <= 599 && self.has((status / 100) as u8)
     }
 
+    /// The status ranges of the set's classes (`http_2xx` is 200-299), as a
+    /// `check_match` `status` test lists them.
+    pub fn ranges(self) -> Vec<(u16, u16)> {
+        (1..=5u8)
+            .filter(|&c| self.has(c))
+            .map(|c| (u16::from(c) * 100, u16::from(c) * 100 + 99))
+            .collect()
+    }
+
+    /// The classes of both sets (a repeated `check_http_expect_alive`
+    /// adds to the earlier, as yaoweibin's module does).
+    pub const fn union(self, other: StatusClasses) -> StatusClasses {
+        StatusClasses(self.0 | other.0)
+    }
+
     /// The set as a bit mask: bit `n` for class `n`.
     pub const fn bits(self) -> u8 {
         self.0
@@ -140,8 +155,9 @@ impl Default for StatusClasses {
     }
 }
 
-/// `check_http_expect_alive http_2xx http_3xx;`: one or more classes,
-/// each named once, exactly (`http_1xx` .. `http_5xx`).
+/// `check_http_expect_alive http_2xx http_3xx;`: one or more classes
+/// (`http_1xx` .. `http_5xx`), compared ignoring case as the C modules do
+/// (`HTTP_2XX`); a class named twice is the same class.
 pub fn parse_http_expect_alive(args: &[&[u8]]) -> Result<StatusClasses, ConfError> {
     const D: &str = "check_http_expect_alive";
     if args.is_empty() {
@@ -149,7 +165,8 @@ pub fn parse_http_expect_alive(args: &[&[u8]]) -> Result<StatusClasses, ConfErro
     }
     let mut set = StatusClasses::NONE;
     for &arg in args {
-        let class = match arg {
+        let lower = arg.to_ascii_lowercase();
+        let class = match lower.as_slice() {
             [b'h', b't', b't', b'p', b'_', c @ b'1'..=b'5', b'x', b'x'] => c - b'0',
             _ => {
                 return Err(invalid_value(
@@ -159,9 +176,6 @@ pub fn parse_http_expect_alive(args: &[&[u8]]) -> Result<StatusClasses, ConfErro
                 ))
             }
         };
-        if set.has(class) {
-            return Err(invalid_value(D, arg, "the class is given twice"));
-        }
         set = set.with(class);
     }
     Ok(set)

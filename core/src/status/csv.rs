@@ -28,7 +28,7 @@ use super::{shown_down_since, shown_last_change, PeerRow};
 pub const HEADER: &str = "index,upstream_type,upstream_name,host,rise,fall,check_type,check_port,\
 last_delay,avg_delay,min_delay,max_delay,status,\
 checks,fails_total,last_failure_reason,last_change,down_since,http_status,\
-server,backup,weight,admin";
+server,backup,weight,admin,period_ms";
 
 /// The header line.
 pub(super) fn head(out: &mut Vec<u8>) {
@@ -89,7 +89,9 @@ pub(super) fn row(r: &PeerRow, out: &mut Vec<u8>) {
         text(out, r.server);
         out.extend_from_slice(if r.backup { b",true," } else { b",false," });
         push_u64(out, r.weight.into());
-        out.extend_from_slice(if r.disabled { b",disabled\n" } else { b",\n" });
+        out.extend_from_slice(if r.disabled { b",disabled," } else { b",," });
+        push_u64(out, r.period_ms);
+        out.push(b'\n');
     }
 }
 

@@ -157,6 +157,8 @@ fn peer(r: &PeerRow, out: &mut Vec<u8>) {
     });
     out.extend_from_slice(b", \"tls_resumed\": ");
     opt_u64(out, r.tls_resumed);
+    out.extend_from_slice(b", \"period_ms\": ");
+    push_u64(out, r.period_ms);
     out.push(b'}');
 }
 

@@ -1,7 +1,8 @@
 //! [`Renderer`]: a page rendered in steps, pass by pass and row by row.
 
 use super::{
-    csv, html, json, keeps, prom, Counts, Format, Group, Meta, PeerRow, Query, UpstreamSummary,
+    c_shapes, csv, html, json, keeps, prom, Counts, Format, Group, Meta, PeerRow, Query,
+    UpstreamSummary,
 };
 
 /// A page rendered in steps, for a caller that must not stop for the whole
@@ -38,6 +39,9 @@ pub struct Renderer {
     headed: bool,
     /// JSON: the `upstreams` list, rendered at the start, written last.
     tail: Vec<u8>,
+    /// `check_status` in html, csv or json: the C modules' shapes; the
+    /// rows fed so far (a row's index) and whether one was printed.
+    c_shapes: Option<(u64, bool)>,
 }
 
 impl Renderer {
@@ -51,7 +55,9 @@ impl Renderer {
         out: &mut Vec<u8>,
     ) -> Renderer {
         let mut tail = Vec::new();
+        let c = query.c_shapes && format != Format::Prometheus;
         match format {
+            _ if c => c_shapes::head(format, meta, &counts, out),
             Format::Html => html::head(query, meta, &counts, upstreams, out),
             Format::Csv => csv::head(out),
             Format::Json => {
@@ -73,6 +79,7 @@ impl Renderer {
             cursor: 0,
             headed: false,
             tail,
+            c_shapes: c.then_some((0, false)),
         }
     }
 
@@ -98,6 +105,16 @@ impl Renderer {
         out: &mut Vec<u8>,
     ) {
         let filter = self.query.filter;
+        if let Some((index, any)) = self.c_shapes.as_mut() {
+            for r in rows {
+                if keeps(filter, r.up || r.unchecked) {
+                    c_shapes::row(self.format, *index, !*any, r, out);
+                    *any = true;
+                }
+                *index += 1;
+            }
+            return;
+        }
         let printed = rows.into_iter().filter(|r| keeps(filter, r.up));
         match self.format {
             Format::Csv => printed.for_each(|r| csv::row(r, out)),
@@ -131,6 +148,9 @@ impl Renderer {
 
     /// Append the page's end.
     pub fn finish(mut self, out: &mut Vec<u8>) {
+        if let Some((_, any)) = self.c_shapes {
+            return c_shapes::tail(self.format, any, out);
+        }
         match self.format {
             Format::Csv => {}
             Format::Json => {

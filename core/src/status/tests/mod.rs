@@ -33,6 +33,7 @@ fn row<'a>(group: Group, index: u32, upstream: &'a [u8], name: &'a [u8], up: boo
         last_failure_reason: if up { None } else { Some("refused") },
         http_status: None,
         tls_resumed: None,
+        period_ms: 5000,
         last_change_ms: if up { 0 } else { 1_700_000_000_123 },
         last_duration_ms: 12,
         down_since_ms: if up { None } else { Some(1_700_000_000_123) },
@@ -159,6 +160,7 @@ fn query_parsing() {
             filter: Some(Filter::Down),
             refresh: None,
             histogram: None,
+            c_shapes: false,
         }
     );
     assert_eq!(q("histogram=on").unwrap().histogram, Some(true));
@@ -480,3 +482,4 @@ use csv_page::*;
 use html_page::*;
 use json_page::*;
 use prom_page::*;
+mod c_shapes_page;

@@ -106,15 +106,17 @@ pub(super) fn parse_strings(args: &[String]) -> Result<CheckConf, ConfError> {
 /// Every rule an accepted configuration must satisfy.
 pub(super) fn assert_invariants(c: &CheckConf) -> Result<(), TestCaseError> {
     prop_assert!((INTERVAL_MIN_MS..=INTERVAL_MAX_MS).contains(&c.interval_ms));
-    prop_assert!(c.timeout_ms >= 1 && c.timeout_ms < c.interval_ms);
+    prop_assert!(c.timeout_ms >= 1);
+    prop_assert!(c.period_ms(true) == c.interval_ms.max(c.timeout_ms));
     prop_assert!(c.timeout_ms <= TIMEOUT_MAX_MS);
-    // Every interval in force bounds the round's budget and the jitter.
+    // Every interval in force bounds the jitter; the round's budget may
+    // pass it (with a warning), which stretches the period.
     if let Some(d) = c.down_interval_ms {
         prop_assert!((INTERVAL_MIN_MS..=INTERVAL_MAX_MS).contains(&d));
     }
     for up in [true, false] {
-        prop_assert!(c.timeout_ms < c.interval_for(up));
         prop_assert!(c.jitter_ms < c.interval_for(up));
+        prop_assert!(c.period_ms(up) >= c.interval_for(up).max(c.timeout_ms));
     }
     prop_assert!((1..=RISE_FALL_MAX).contains(&c.fall));
     prop_assert!((1..=RISE_FALL_MAX).contains(&c.rise));

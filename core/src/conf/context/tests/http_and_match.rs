@@ -10,6 +10,8 @@ pub(super) fn http(send: bool, request: bool, header: bool, expect_alive: bool) 
         request,
         header,
         expect_alive,
+        expect_body: false,
+        fastcgi_param: false,
     }
 }
 
@@ -41,63 +43,108 @@ pub(super) fn error_of(f: &Finished) -> (Directive, &str) {
 }
 
 #[test]
-fn http_directives_require_type_http() {
+fn http_directives_require_a_type_that_takes_them() {
     let tcp = check("interval=1000");
     let udp = check("type=udp");
     let web = check("type=http");
+    let mysql = check("type=mysql");
+    let fcgi = check("type=fastcgi");
     let peers = || vec![peer("127.0.0.1:80", 80)];
-    for (h, at, directive) in [
+    let all = |send, request, header, expect_alive, expect_body, fastcgi_param| HttpDirectives {
+        send,
+        request,
+        header,
+        expect_alive,
+        expect_body,
+        fastcgi_param,
+    };
+    // (directives, at, name, what the message asks for, types refused)
+    let send_types = "type=http (the request), type=tcp (bytes sent, nothing read) or \
+                      type=udp (the datagram)";
+    type Case<'a> = (
+        HttpDirectives,
+        Directive,
+        &'a str,
+        &'a str,
+        Vec<Option<&'a CheckConf>>,
+    );
+    let cases: [Case; 6] = [
         (
-            http(true, false, false, false),
+            all(true, false, false, false, false, false),
             Directive::HttpSend(1),
             "check_http_send",
+            send_types,
+            vec![Some(&mysql), Some(&fcgi), None],
         ),
         (
-            http(false, true, false, false),
+            all(false, true, false, false, false, false),
             Directive::HttpRequest(1),
             "check_http_request",
+            "type=http",
+            vec![Some(&tcp), Some(&udp), Some(&fcgi), None],
         ),
         (
-            http(false, false, true, false),
+            all(false, false, true, false, false, false),
             Directive::HttpHeader(1),
             "check_http_header",
+            "type=http",
+            vec![Some(&tcp), Some(&udp), None],
         ),
         (
-            http(false, false, false, true),
+            all(false, false, false, true, false, false),
             Directive::HttpExpectAlive(1),
             "check_http_expect_alive",
-        ),
-        // The first in the fixed order is named.
-        (
-            http(false, true, true, true),
-            Directive::HttpRequest(1),
-            "check_http_request",
+            "type=http or type=fastcgi",
+            vec![Some(&tcp), Some(&udp), Some(&mysql), None],
         ),
         (
-            http(true, true, false, false),
-            Directive::HttpSend(1),
-            "check_http_send",
+            all(false, false, false, false, true, false),
+            Directive::HttpExpectBody(1),
+            "check_http_expect_body",
+            "type=http",
+            vec![Some(&tcp), Some(&fcgi), None],
         ),
-    ] {
-        for c in [Some(&tcp), Some(&udp), None] {
+        (
+            all(false, false, false, false, false, true),
+            Directive::FastcgiParam(1),
+            "check_fastcgi_param",
+            "type=fastcgi",
+            vec![Some(&tcp), Some(&web), None],
+        ),
+    ];
+    for (h, at, directive, what, refused) in cases {
+        for c in refused {
             let u = [
                 ups("ok", Some(&web), None, peers()),
                 with_http(ups("u", c, None, peers()), h),
             ];
             let f = finish_with(&u, &[]);
-            let want =
-                format!("\"{directive}\" requires \"check ... type=http\" in upstream \"u\"");
+            let has = c.map_or("no check".to_string(), |c| {
+                format!("type={}", c.check_type.as_str())
+            });
+            let want = format!(
+                "\"{directive}\" requires \"check ... {what}\" in upstream \"u\", which has {has}"
+            );
             assert_eq!(error_of(&f), (at, want.as_str()), "{h:?} {c:?}");
         }
     }
-    // With type=http, all of them but the raw/built pairs are fine.
-    for h in [
-        http(true, false, false, true),
-        http(false, true, true, true),
+    // The first in the fixed order is named.
+    let u = [with_http(
+        ups("u", Some(&tcp), None, peers()),
+        all(false, true, true, true, false, false),
+    )];
+    assert_eq!(error_of(&finish_with(&u, &[])).0, Directive::HttpRequest(0));
+    // What each type takes is fine.
+    for (c, h) in [
+        (&web, all(true, false, false, true, true, false)),
+        (&web, all(false, true, true, true, false, false)),
+        (&tcp, all(true, false, false, false, false, false)),
+        (&udp, all(true, false, false, false, false, false)),
+        (&fcgi, all(false, false, false, true, false, true)),
     ] {
-        let u = [with_http(ups("u", Some(&web), None, peers()), h)];
+        let u = [with_http(ups("u", Some(c), None, peers()), h)];
         let f = finish_with(&u, &[]);
-        assert!(f.result.is_ok(), "{h:?}");
+        assert!(f.result.is_ok(), "{h:?} {c:?}: {:?}", f.result);
         assert_eq!(f.warnings, []);
     }
 }
@@ -288,15 +335,19 @@ fn http_checks_have_their_own_identity() {
 
 #[test]
 fn http_rules_come_after_port_and_before_the_size() {
-    let c = check("type=tcp port=80");
+    let c = check("type=mysql port=80");
     let u = [with_http(
         ups("u", Some(&c), Some(1), vec![unix("unix:/x.sock")]),
         http(true, false, false, false),
     )];
     let f = finish_context(Group::Http, &u, &[], Some(1), required);
-    assert_eq!(f.warnings.len(), 1, "the keepalive_requests warning");
-    assert_eq!(f.result.unwrap_err().at, Directive::Check(0), "port first");
-    let c = check("type=tcp");
+    assert_eq!(
+        f.warnings.iter().map(|w| w.at).collect::<Vec<_>>(),
+        [Directive::KeepaliveRequests(0), Directive::Check(0)],
+        "the keepalive_requests warning, then port's"
+    );
+    assert_eq!(f.result.unwrap_err().at, Directive::HttpSend(0));
+    let c = check("type=mysql");
     let u = [with_http(
         ups("u", Some(&c), None, vec![]),
         http(true, false, false, false),

@@ -133,7 +133,7 @@ fn the_warning_message_is_nginx_t_s() {
 }
 
 #[test]
-fn port_with_a_unix_server_fails_at_check() {
+fn port_with_a_unix_server_warns_and_checks_it_on_its_own_address() {
     let c = check("interval=1000 port=8080");
     let u = [
         ups("tcp", Some(&c), None, vec![peer("127.0.0.1:5", 5)]),
@@ -151,17 +151,40 @@ fn port_with_a_unix_server_fails_at_check() {
     ];
     for group in [Group::Http, Group::Stream] {
         let f = finish(group, &u, None);
+        let g = group.as_str();
         assert_eq!(
-            f.result,
-            Err(Diagnostic {
-                at: Directive::Check(1),
-                error: ConfError(
-                    "invalid parameter \"port=8080\": upstream \"u\" has the unix-socket server \
-                     \"unix:/tmp/x.sock\", which has no port"
-                        .into()
+            f.result.as_ref().unwrap().identities,
+            [
+                identity_hash(g, b"tcp", b"127.0.0.1:5", "tcp", 8080),
+                identity_hash(g, b"u", b"127.0.0.1:5", "tcp", 8080),
+                identity_hash(g, b"u", b"unix:/tmp/x.sock", "tcp", 0),
+                identity_hash(g, b"u", b"unix:/tmp/y.sock", "tcp", 0),
+                identity_hash(g, b"later", b"unix:/tmp/z.sock", "tcp", 0),
+            ],
+            "the IP peers are checked on port 8080, the unix ones on their own address"
+        );
+        assert_eq!(
+            messages(&f.warnings),
+            [
+                (
+                    Directive::Check(1),
+                    "\"check\" ignores \"port=8080\" for the unix-socket server \
+                     \"unix:/tmp/x.sock\" of upstream \"u\": it has no port and is checked \
+                     on its own address"
                 ),
-            }),
-            "the first unix server of the first such upstream is named"
+                (
+                    Directive::Check(1),
+                    "\"check\" ignores \"port=8080\" for the unix-socket server \
+                     \"unix:/tmp/y.sock\" of upstream \"u\": it has no port and is checked \
+                     on its own address"
+                ),
+                (
+                    Directive::Check(2),
+                    "\"check\" ignores \"port=8080\" for the unix-socket server \
+                     \"unix:/tmp/z.sock\" of upstream \"later\": it has no port and is \
+                     checked on its own address"
+                ),
+            ]
         );
     }
 }
@@ -291,9 +314,11 @@ fn unchecked_upstreams_are_not_checked_nor_counted() {
 #[test]
 fn warnings_before_an_error_are_kept_and_later_ones_not_looked_for() {
     let port = check("interval=1000 port=80");
+    let mut bad = ups("u", Some(&port), Some(2), vec![unix("unix:/tmp/x.sock")]);
+    bad.http.fastcgi_param = true;
     let u = [
         ups("w", None, Some(3), vec![]),
-        ups("u", Some(&port), Some(2), vec![unix("unix:/tmp/x.sock")]),
+        bad,
         ups("k", None, Some(3), vec![]),
     ];
     let f = finish(Group::Http, &u, Some(1));
@@ -301,13 +326,14 @@ fn warnings_before_an_error_are_kept_and_later_ones_not_looked_for() {
         f.warnings.iter().map(|d| d.at).collect::<Vec<_>>(),
         [
             Directive::KeepaliveRequests(0),
-            Directive::KeepaliveRequests(1)
+            Directive::KeepaliveRequests(1),
+            Directive::Check(1),
         ],
-        "an upstream's own warning comes before its error"
+        "an upstream's own warnings come before its error"
     );
     assert_eq!(
         f.result.unwrap_err().at,
-        Directive::Check(1),
+        Directive::FastcgiParam(1),
         "before the size"
     );
 }
@@ -425,9 +451,9 @@ fn names_are_printed_as_nginx_prints_them() {
     }];
     let f = finish(Group::Http, &u, None);
     assert!(f.warnings[0].error.0.contains("upstream \"up\u{fffd}\":"));
-    let e = f.result.unwrap_err().error.0;
-    assert!(e.contains("upstream \"up\u{fffd}\" has"), "{e}");
-    assert!(e.contains("server \"unix:/tmp/\u{fffd}.sock\","), "{e}");
+    let w = &f.warnings[1].error.0;
+    assert!(w.contains("of upstream \"up\u{fffd}\":"), "{w}");
+    assert!(w.contains("server \"unix:/tmp/\u{fffd}.sock\" of"), "{w}");
 }
 
 mod http_and_match;

@@ -62,18 +62,18 @@ proptest! {
             .collect();
         let f = finish_context(group, &facts, &[], shm, required);
 
-        // The first upstream with `port=` and a unix server fails `check`.
-        let bad = facts
-            .iter()
-            .position(|u| u.check.is_some_and(|c| c.port != 0) && u.peers.iter().any(|p| p.unix));
-        let looked_at = bad.map_or(facts.len(), |b| b + 1);
-        let warned: Vec<Directive> = (0..looked_at)
-            .filter(|&i| {
-                facts[i].keepalive_requests.is_some()
-                    && facts[i].check.map(|c| c.reuse) != Some(Reuse::On)
-            })
-            .map(Directive::KeepaliveRequests)
-            .collect();
+        // `port=` with a unix server: a warning per such server, after the
+        // keepalive_requests one of the upstream.
+        let bad: Option<usize> = None;
+        let mut warned: Vec<Directive> = Vec::new();
+        for (i, u) in facts.iter().enumerate() {
+            if u.keepalive_requests.is_some() && u.check.map(|c| c.reuse) != Some(Reuse::On) {
+                warned.push(Directive::KeepaliveRequests(i));
+            }
+            if u.check.is_some_and(|c| c.port != 0) {
+                warned.extend(u.peers.iter().filter(|p| p.unix).map(|_| Directive::Check(i)));
+            }
+        }
         prop_assert_eq!(f.warnings.iter().map(|d| d.at).collect::<Vec<_>>(), warned);
         for d in f.warnings.iter().chain(f.result.as_ref().err()) {
             prop_assert!(!d.error.0.contains('\n'));
@@ -99,7 +99,7 @@ proptest! {
                     let c = u.check.unwrap();
                     for p in &u.peers {
                         prop_assert_eq!(z.default_down[at], c.default_down);
-                        let port = if c.port == 0 { p.port } else { c.port };
+                        let port = if c.port == 0 || p.unix { p.port } else { c.port };
                         prop_assert_eq!(
                             z.identities[at],
                             identity_hash(group.as_str(), u.name, p.name, c.check_type.as_str(), port)
@@ -125,6 +125,8 @@ proptest! {
                 Directive::HttpRequest(i) => Directive::HttpRequest(kept[i]),
                 Directive::HttpHeader(i) => Directive::HttpHeader(kept[i]),
                 Directive::HttpExpectAlive(i) => Directive::HttpExpectAlive(kept[i]),
+                Directive::HttpExpectBody(i) => Directive::HttpExpectBody(kept[i]),
+                Directive::FastcgiParam(i) => Directive::FastcgiParam(kept[i]),
                 Directive::ShmSize => Directive::ShmSize,
                 Directive::Match(j) => Directive::Match(j),
                 Directive::FailOpen(i) => Directive::FailOpen(kept[i]),
@@ -158,11 +160,13 @@ pub(super) fn http_oracle(
     h: HttpDirectives,
     web_ok: bool,
 ) -> Result<Option<Directive>, Directive> {
-    let is_http = c.is_some_and(|c| c.check_type == CheckType::Http);
+    let t = c.map(|c| c.check_type);
+    let is_http = t == Some(CheckType::Http);
+    // check_http_send is also the bytes of tcp and the datagram of udp.
+    if h.send && !matches!(t, Some(CheckType::Http | CheckType::Tcp | CheckType::Udp)) {
+        return Err(Directive::HttpSend(i));
+    }
     if !is_http {
-        if h.send {
-            return Err(Directive::HttpSend(i));
-        }
         if h.request {
             return Err(Directive::HttpRequest(i));
         }
@@ -174,6 +178,16 @@ pub(super) fn http_oracle(
         }
     }
     if h.send && (h.request || h.header) {
+        return Err(Directive::HttpSend(i));
+    }
+    // ... and never with a block that sends ("web" sends when it is no
+    // http block).
+    let sends = match c.and_then(|c| c.match_block.as_deref()) {
+        Some(b"raw") => true,
+        Some(b"web") => !web_ok,
+        _ => false,
+    };
+    if h.send && sends {
         return Err(Directive::HttpSend(i));
     }
     let Some(m) = c.and_then(|c| c.match_block.as_deref()) else {
