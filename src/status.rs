@@ -105,7 +105,12 @@ impl Row {
             backup: t.peer.backup,
             weight: t.peer.weight,
             check_type: t.check.conf.check_type.as_str(),
-            port: t.check.conf.port,
+            // A unix-socket server is checked on its own address.
+            port: if t.peer.is_unix() {
+                0
+            } else {
+                t.check.conf.port
+            },
             period_ms: t.check.conf.period_ms(snap.up),
             snap,
             unchecked: false,

@@ -11,6 +11,8 @@
 #                          running script), then exit $HC_DIE_STATUS [1]
 # tools      need_tools TOOL[:PACKAGE]...  install the Debian package of each
 #                          TOOL not on PATH (PACKAGE, else TOOL; root only)
+#            install_without_services PACKAGE...  apt-get install with no
+#                          service started by the packages' scripts (below)
 #            build_nginx [stock]  scripts/build (and with `stock` the stock nginx
 #                          too), unless NO_BUILD=1; then need_nginx
 #            need_nginx    die unless $HC_NGINX and $HC_MODULE exist (hc_layout)
@@ -50,6 +52,29 @@ need_tools() {
     apt-get -o DPkg::Lock::Timeout=300 update -qq >/dev/null
     DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 \
         install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+}
+
+# install_without_services PACKAGE...: install Debian packages whose
+# maintainer scripts would start a system service (mariadb-server, php-fpm);
+# the tests start their own instances on loopback ports. While apt runs, a
+# policy-rc.d that refuses every start is put in place unless one is there
+# already, and removed again afterwards.
+install_without_services() {
+    (($#)) || return 0
+    ((EUID == 0)) || die "missing packages: $* (run as root or install them)"
+    local policy=/usr/sbin/policy-rc.d placed=0
+    if [[ ! -e $policy ]]; then
+        printf '#!/bin/sh\n# scripts/lib/common.sh: no service starts while it installs\nexit 101\n' >"$policy"
+        chmod 755 "$policy"
+        placed=1
+    fi
+    log "installing $* (services not started)"
+    local rc=0
+    apt-get -o DPkg::Lock::Timeout=300 update -qq >/dev/null || rc=$?
+    ((rc)) || DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 \
+        install -y -qq --no-install-recommends "$@" >/dev/null || rc=$?
+    ((placed)) && rm -f "$policy"
+    ((rc == 0)) || die "apt-get install $* failed ($rc)"
 }
 
 build_nginx() {

@@ -50,12 +50,14 @@
 pub mod backend;
 pub mod client;
 pub mod conf;
+pub mod daemons;
 pub mod dns;
 pub mod http_backend;
 pub mod nginx;
 pub mod page;
 pub mod paths;
 pub mod process;
+pub mod scripted;
 pub mod ss;
 pub mod status;
 mod sys;
