@@ -1,6 +1,7 @@
 //! The docs say what the code does (docs/directives.md): every directive the
 //! module registers has an nginx.org block (Syntax, Default, Context) in
-//! docs/directives.md; README.md starts with the two set-up commands the
+//! docs/directives.md, and each it registers only to refuse (with what to
+//! write instead) is named in docs/migrating.md; README.md starts with the two set-up commands the
 //! project's scripts implement and stays the front door (at most 300
 //! lines); no source file of the module or of core grows past 800 lines.
 
@@ -13,25 +14,55 @@ fn read(rel: &str) -> String {
     fs::read_to_string(workspace_root().join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
 }
 
-/// The names in the module's directive list (src/lib.rs: `ngx_string!("...")`).
-fn registered() -> Vec<String> {
+/// The names in the module's directive list (src/lib.rs: `ngx_string!("...")`),
+/// split into those that do something and those registered only to be
+/// refused with what to write instead (`refused(ngx_string!("..."), ...)`).
+fn registered() -> (Vec<String>, Vec<String>) {
     let lib = read("src/lib.rs");
-    let mut out = Vec::new();
+    let (mut working, mut refused) = (Vec::new(), Vec::new());
     let mut rest = lib.as_str();
     while let Some(at) = rest.find("ngx_string!(\"") {
+        let is_refusal = rest[..at].ends_with("refused(");
         rest = &rest[at + "ngx_string!(\"".len()..];
         let end = rest.find('"').expect("a closing quote");
-        out.push(rest[..end].to_string());
+        let name = rest[..end].to_string();
+        if is_refusal {
+            &mut refused
+        } else {
+            &mut working
+        }
+        .push(name);
         rest = &rest[end..];
     }
-    out.sort();
-    out.dedup();
-    out
+    working.sort();
+    working.dedup();
+    refused.sort();
+    refused.dedup();
+    refused.retain(|n| !working.contains(n));
+    (working, refused)
+}
+
+#[test]
+fn every_refused_directive_is_in_the_migration_guide() {
+    let (_, refused) = registered();
+    assert!(
+        refused.len() >= 5,
+        "the scan found too few refusals: {refused:?}"
+    );
+    let guide = read("docs/migrating.md");
+    let missing: Vec<&String> = refused
+        .iter()
+        .filter(|n| !guide.contains(&format!("`{n}`")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "docs/migrating.md does not name {missing:?}"
+    );
 }
 
 #[test]
 fn every_registered_directive_has_an_nginx_org_block() {
-    let names = registered();
+    let (names, _) = registered();
     assert!(
         names.len() >= 24,
         "the scan found too few directives: {names:?}"

@@ -36,12 +36,15 @@
 //!    `check_match` block that has `send`: an error at `check_http_send`.
 //! 6. `check ... match=NAME` without a block of that name, or with a block
 //!    whose tests do not fit the check's type: an error at `check`.
-//! 7. `check_http_expect_alive` with `match=` (the block decides alone):
+//! 7. `check_http_send` of a tcp or udp check, or `check_http_expect_body`,
+//!    with `match=`: an error at that directive (both say what the round
+//!    does: the block must say it alone).
+//! 8. `check_http_expect_alive` with `match=` (the block decides alone):
 //!    a warning at `check_http_expect_alive`.
 //!
 //! And last:
 //!
-//! 8. `check_shm_size` below what the checked peers need: an error at
+//! 9. `check_shm_size` below what the checked peers need: an error at
 //!    `check_shm_size`.
 
 use super::{CheckConf, CheckType, ConfError, Reuse};
@@ -401,6 +404,28 @@ fn check_http(
                  \"{name}\": {}",
                 check.check_type.as_str(),
                 misfit_reason(test)
+            ),
+        );
+    }
+    if h.send && matches!(check.check_type, CheckType::Tcp | CheckType::Udp) {
+        // Of a tcp or udp check, check_http_send is the block's `send`.
+        return err(
+            Directive::HttpSend(i),
+            format!(
+                "\"check_http_send\" and \"check ... match={block_name}\" both say what the \
+                 type={} check of upstream \"{name}\" does: write send \"...\" in check_match \
+                 \"{block_name}\" instead",
+                check.check_type.as_str()
+            ),
+        );
+    }
+    if h.expect_body {
+        return err(
+            Directive::HttpExpectBody(i),
+            format!(
+                "\"check_http_expect_body\" and \"check ... match={block_name}\" both judge the \
+                 responses of upstream \"{name}\": write the body test in check_match \
+                 \"{block_name}\" instead"
             ),
         );
     }

@@ -316,6 +316,51 @@ fn expect_alive_with_match_warns() {
 }
 
 #[test]
+fn the_c_modules_directives_do_not_mix_with_match() {
+    let blocks = [block("ok", &["expect ~ ^\\+OK"])];
+    let body_block = [block("ok", &["body ~ up"])];
+    let tcp = check("type=tcp match=ok");
+    let udp = check("type=udp match=ok");
+    let web = check("type=http match=ok");
+    let send = |c| {
+        with_http(
+            ups("u", Some(c), None, vec![]),
+            http(true, false, false, false),
+        )
+    };
+    for (c, t) in [(&tcp, "tcp"), (&udp, "udp")] {
+        assert_eq!(
+            error_of(&finish_with(&[send(c)], &blocks)),
+            (
+                Directive::HttpSend(0),
+                format!(
+                    "\"check_http_send\" and \"check ... match=ok\" both say what the type={t} \
+                     check of upstream \"u\" does: write send \"...\" in check_match \"ok\" instead"
+                )
+                .as_str()
+            )
+        );
+    }
+    let mut h = http(false, false, false, false);
+    h.expect_body = true;
+    let u = [with_http(ups("u", Some(&web), None, vec![]), h)];
+    assert_eq!(
+        error_of(&finish_with(&u, &body_block)),
+        (
+            Directive::HttpExpectBody(0),
+            "\"check_http_expect_body\" and \"check ... match=ok\" both judge the responses of \
+             upstream \"u\": write the body test in check_match \"ok\" instead"
+        )
+    );
+    // Without match= each is the round's own test.
+    let plain = check("type=tcp");
+    assert!(finish_with(&[send(&plain)], &[]).result.is_ok());
+    let plain_web = check("type=http");
+    let u = [with_http(ups("u", Some(&plain_web), None, vec![]), h)];
+    assert!(finish_with(&u, &[]).result.is_ok());
+}
+
+#[test]
 fn http_checks_have_their_own_identity() {
     let web = check("type=http");
     let tcp = check("type=tcp");
