@@ -55,6 +55,7 @@ pub mod http_backend;
 pub mod nginx;
 pub mod page;
 pub mod paths;
+pub mod peers;
 pub mod process;
 pub mod ss;
 pub mod status;
@@ -70,7 +71,9 @@ use std::collections::hash_map::RandomState;
 use std::collections::HashSet;
 use std::hash::{BuildHasher, Hasher};
 use std::net::{Ipv4Addr, TcpListener, UdpSocket};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 pub use backend::{Backend, Close, Mode};
 pub use client::{
@@ -78,8 +81,10 @@ pub use client::{
 };
 pub use conf::{http_conf, upstream};
 pub use nginx::{nginx_t, Builder, Nginx};
-pub use process::fd_count;
-pub use status::{poll_status_json, status_json, Kind, Status};
+pub use process::{fd_count, resting_fds};
+pub use status::{
+    assert_within, first_seen, poll_status_json, status_json, Kind, Row, Seen, Status,
+};
 pub use sys::set_linger_zero;
 pub use udp::{UdpBackend, UdpMode};
 pub use wait::{assert_holds, try_wait_until, wait_for, wait_until};
@@ -128,4 +133,44 @@ pub fn free_port() -> u16 {
         }
     }
     panic!("no free port in {FREE_PORT_LOW}..{high} that this process has not handed out");
+}
+
+/// `n` distinct ports from [`free_port`].
+pub fn free_ports(n: usize) -> Vec<u16> {
+    let mut ports: Vec<u16> = Vec::with_capacity(n);
+    while ports.len() < n {
+        let p = free_port();
+        if !ports.contains(&p) {
+            ports.push(p);
+        }
+    }
+    ports
+}
+
+/// A uniformly random 64-bit value (std's randomly keyed SipHash over the
+/// time, pid and a counter; good enough to pick addresses).
+pub fn random_u64() -> u64 {
+    static COUNTER: AtomicUsize = AtomicUsize::new(0);
+    let mut h = RandomState::new().build_hasher();
+    h.write_u128(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    h.write_u32(std::process::id());
+    h.write_usize(COUNTER.fetch_add(1, Ordering::SeqCst));
+    h.finish()
+}
+
+/// The wall clock in unix milliseconds (as the status page's
+/// `last_change`); 0 before 1970.
+pub fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// `n` milliseconds.
+pub fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
 }

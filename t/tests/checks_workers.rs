@@ -2,35 +2,17 @@
 //! round per peer per interval for the whole instance, takeover when a
 //! worker is killed, no descriptor leaks, prompt exit on reload and quit.
 
-mod common;
-
 use std::fs;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{first_seen, ms, start_nginx, Row};
+use healthcheck_t::conf::web_conf;
 use healthcheck_t::{
-    free_port, poll_status_json, process, status_json, wait_until, Backend, Kind, Mode, Nginx,
+    first_seen, free_port, ms, poll_status_json, process, status_json, wait_until, Backend, Kind,
+    Mode, Nginx, Row,
 };
 
 const LONG: Duration = Duration::from_secs(10);
-
-fn conf(port: u16, backends: &[Backend], check: &str) -> String {
-    let servers: String = backends
-        .iter()
-        .map(|b| format!("server {}; ", b.addr()))
-        .collect();
-    format!(
-        "http {{
-    access_log off;
-    upstream web {{ {servers}{check} }}
-    server {{
-        listen 127.0.0.1:{port};
-        location /status {{ healthcheck_status json; }}
-    }}
-}}"
-    )
-}
 
 fn rows(backends: &[Backend]) -> Vec<Row> {
     backends
@@ -92,10 +74,10 @@ fn one_probe_per_peer_per_interval_with_four_workers() {
     const INTERVAL: u64 = 200;
     const K: usize = 10;
     let backends: Vec<Backend> = (0..6).map(|_| Backend::start()).collect();
-    let (_ng, port) = start_nginx(&Nginx::builder().workers(4), || {
+    let (_ng, port) = Nginx::builder().workers(4).start_with(|| {
         let port = free_port();
         (
-            conf(
+            web_conf(
                 port,
                 &backends,
                 &format!("check interval={INTERVAL} rise=1 fall=1;"),
@@ -221,10 +203,10 @@ fn thaw(pids: &[u32]) {
 fn killed_worker_between_rounds_does_not_stop_checks() {
     const INTERVAL: u64 = 300;
     let backends: Vec<Backend> = (0..4).map(|_| Backend::with_mode(Mode::Hang)).collect();
-    let (ng, port) = start_nginx(&Nginx::builder().workers(2), || {
+    let (ng, port) = Nginx::builder().workers(2).start_with(|| {
         let port = free_port();
         (
-            conf(
+            web_conf(
                 port,
                 &backends,
                 &format!("check interval={INTERVAL} timeout=200 rise=1 fall=2;"),
@@ -322,10 +304,10 @@ fn killed_worker_mid_round_is_taken_over_within_two_intervals() {
     // Hang: the probe connects, then watches a silent connection for the
     // settle window (timeout / 4 = 100 ms) before closing it.
     let backends = vec![Backend::with_mode(Mode::Hang), Backend::start()];
-    let (ng, port) = start_nginx(&Nginx::builder().workers(2), || {
+    let (ng, port) = Nginx::builder().workers(2).start_with(|| {
         let port = free_port();
         (
-            conf(
+            web_conf(
                 port,
                 &backends,
                 &format!("check interval={INTERVAL} timeout=400 rise=1 fall=2;"),
@@ -409,10 +391,10 @@ fn fd_count_flat_after_200_rounds_per_worker() {
         .collect();
     // timeout 40: a settle window of 10 ms, so probe sockets are rarely
     // open when the descriptors are counted.
-    let (ng, port) = start_nginx(&Nginx::builder().workers(2), || {
+    let (ng, port) = Nginx::builder().workers(2).start_with(|| {
         let port = free_port();
         (
-            conf(
+            web_conf(
                 port,
                 &backends,
                 "check interval=100 timeout=40 rise=1 fall=1;",
@@ -462,9 +444,9 @@ fn old_workers_exit_promptly_on_reload_and_quit() {
         .map(Backend::with_mode)
         .collect();
     let check = format!("check interval=4000 timeout={TIMEOUT} rise=1 fall=1;");
-    let (mut ng, port) = start_nginx(&Nginx::builder().workers(2), || {
+    let (mut ng, port) = Nginx::builder().workers(2).start_with(|| {
         let port = free_port();
-        (conf(port, &backends, &check), port)
+        (web_conf(port, &backends, &check), port)
     });
     let rows = rows(&backends);
     wait_rounds(port, &rows, 1);
@@ -499,10 +481,10 @@ fn killed_owner_of_down_peers_is_replaced_within_two_down_intervals() {
     // One peer per worker: the victim is between rounds two thirds of
     // the time.
     let backends: Vec<Backend> = (0..2).map(|_| Backend::with_mode(Mode::Hang)).collect();
-    let (ng, port) = start_nginx(&Nginx::builder().workers(2), || {
+    let (ng, port) = Nginx::builder().workers(2).start_with(|| {
         let port = free_port();
         (
-            conf(
+            web_conf(
                 port,
                 &backends,
                 &format!(

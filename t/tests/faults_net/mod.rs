@@ -503,13 +503,6 @@ pub fn max_per_second(lines: &[String]) -> usize {
 /// Shared, growable log of events for threads.
 pub type Shared<T> = Arc<Mutex<T>>;
 
-/// Now as unix milliseconds.
-pub fn unix_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
-
 /// Elapsed milliseconds between two instants (0 if `b` is earlier).
 pub fn ms(a: Instant, b: Instant) -> u64 {
     b.saturating_duration_since(a).as_millis() as u64
