@@ -63,6 +63,7 @@ mod sys;
 pub mod tls;
 pub mod udp;
 pub mod wait;
+pub mod workers;
 
 #[cfg(test)]
 mod selftest;

@@ -2,11 +2,11 @@
 //! round per peer per interval for the whole instance, takeover when a
 //! worker is killed, no descriptor leaks, prompt exit on reload and quit.
 
-use std::fs;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use healthcheck_t::conf::web_conf;
+use healthcheck_t::workers::{freeze, holder, kill_between_rounds, sockets_to, thaw};
 use healthcheck_t::{
     first_seen, free_port, ms, poll_status_json, process, status_json, wait_until, Backend, Kind,
     Mode, Nginx, Row,
@@ -142,58 +142,6 @@ fn longest_gap_since(b: &Backend, since: Instant) -> Duration {
         .unwrap_or_default()
 }
 
-/// Socket inodes of TCP connections (any state but TIME_WAIT) whose remote
-/// port is `port`, from /proc/net/tcp: nginx's side of probe connections.
-fn sockets_to(port: u16) -> Vec<String> {
-    let text = fs::read_to_string("/proc/net/tcp").unwrap_or_default();
-    text.lines()
-        .skip(1)
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            let rport = u16::from_str_radix(f.get(2)?.rsplit(':').next()?, 16).ok()?;
-            let inode = *f.get(9)?;
-            (rport == port && *f.get(3)? != "06" && inode != "0").then(|| inode.to_string())
-        })
-        .collect()
-}
-
-/// The process among `pids` holding one of the socket `inodes`.
-fn holder(pids: &[u32], inodes: &[String]) -> Option<u32> {
-    pids.iter().copied().find(|pid| {
-        fs::read_dir(format!("/proc/{pid}/fd"))
-            .into_iter()
-            .flatten()
-            .flatten()
-            .filter_map(|e| fs::read_link(e.path()).ok())
-            .any(|l| {
-                let l = l.to_string_lossy();
-                inodes.iter().any(|i| l == format!("socket:[{i}]"))
-            })
-    })
-}
-
-/// SIGSTOP `pids` and wait until all are stopped: a stopped worker can
-/// neither start nor finish a round, so its sockets can be inspected.
-fn freeze(pids: &[u32]) {
-    for &p in pids {
-        process::signal(p, libc::SIGSTOP).expect("SIGSTOP worker");
-    }
-    let deadline = Instant::now() + LONG;
-    while !pids
-        .iter()
-        .all(|&p| process::stat(p).is_some_and(|s| s.state == 'T'))
-    {
-        assert!(Instant::now() < deadline, "workers {pids:?} did not stop");
-        thread::sleep(ms(1));
-    }
-}
-
-fn thaw(pids: &[u32]) {
-    for &p in pids {
-        let _ = process::signal(p, libc::SIGCONT);
-    }
-}
-
 // A worker killed between rounds: the survivors take its peers over within
 // two intervals, rounds keep being counted, a failing peer still goes down.
 // The master is stopped meanwhile, so the dead worker is not respawned
@@ -220,31 +168,8 @@ fn killed_worker_between_rounds_does_not_stop_checks() {
 
     let stopped = MasterStopped::new(&ng);
     let victim = ng.workers()[0];
-    // Kill it between rounds: frozen while it holds no probe connection.
-    // It runs freely while a round is in flight, so the round can finish.
     let ports: Vec<u16> = backends.iter().map(Backend::port).collect();
-    let probing = || {
-        let inodes: Vec<String> = ports.iter().flat_map(|&p| sockets_to(p)).collect();
-        holder(&[victim], &inodes).is_some()
-    };
-    let deadline = Instant::now() + LONG;
-    loop {
-        wait_until(LONG, "the worker between rounds", || !probing());
-        freeze(&[victim]);
-        if !probing() {
-            break;
-        }
-        thaw(&[victim]);
-        assert!(
-            Instant::now() < deadline,
-            "never caught the worker between rounds"
-        );
-    }
-    process::signal(victim, libc::SIGKILL).expect("kill worker");
-    let killed = Instant::now();
-    // Until it is really gone, a connection could wake only the dying
-    // worker (EPOLLEXCLUSIVE) and sit in the listen queue.
-    wait_until(LONG, "killed worker gone", || !process::is_alive(victim));
+    let killed = kill_between_rounds(victim, &ports, LONG);
     let before = status_json(port).expect("status from the surviving worker");
 
     window(ms(INTERVAL * 6));
@@ -506,26 +431,7 @@ fn killed_owner_of_down_peers_is_replaced_within_two_down_intervals() {
     let stopped = MasterStopped::new(&ng);
     let victim = ng.workers()[0];
     let ports: Vec<u16> = backends.iter().map(Backend::port).collect();
-    let probing = || {
-        let inodes: Vec<String> = ports.iter().flat_map(|&p| sockets_to(p)).collect();
-        holder(&[victim], &inodes).is_some()
-    };
-    let deadline = Instant::now() + LONG;
-    loop {
-        wait_until(LONG, "the worker between rounds", || !probing());
-        freeze(&[victim]);
-        if !probing() {
-            break;
-        }
-        thaw(&[victim]);
-        assert!(
-            Instant::now() < deadline,
-            "never caught the worker between rounds"
-        );
-    }
-    process::signal(victim, libc::SIGKILL).expect("kill worker");
-    let killed = Instant::now();
-    wait_until(LONG, "killed worker gone", || !process::is_alive(victim));
+    let killed = kill_between_rounds(victim, &ports, LONG);
 
     let (_, end) = window(ms(DOWN * 8));
     for (b, r) in backends.iter().zip(&rows) {
