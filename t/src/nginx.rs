@@ -223,9 +223,9 @@ impl Builder {
     /// whatever else it returns (typically the ports it took from
     /// [`crate::free_port`]), for a start that cannot fail on a port.
     ///
-    /// `free_port` releases the port before nginx binds it. Nothing on the
-    /// host takes such a port unasked, but another process could pick the
-    /// same one at the same moment, and nginx then fails with "Address
+    /// No test process takes a port another has from `free_port`, but a
+    /// process outside the tests (a benchmark script, say) could bind it
+    /// between the pick and nginx's bind; nginx then fails with "Address
     /// already in use" (after its own bind retries; a retry that succeeded
     /// leaves `[emerg]` lines, allowed here). Then `make` runs again for
     /// fresh ports, up to 3 attempts; any other failure panics as
