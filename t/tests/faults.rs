@@ -53,14 +53,6 @@ const LOCAL_ERROR_LINE: &str = "not run: local error";
 const NO_CONNECTION_LINE: &str =
     "not run: local error: no free nginx connection (worker_connections are not enough)";
 
-/// Not a test: the entry point that turns this binary into a child
-/// backend process (`faults_net::ChildBackend` runs it again with
-/// `HC_T_FAULTS_CHILD` set). Without that variable it returns at once.
-#[test]
-fn child_backend_process() {
-    faults_net::child_main();
-}
-
 // ---------------------------------------------------------------------------
 // helpers
 
