@@ -24,7 +24,11 @@
 # numbers    now_ms        the wall clock, unix milliseconds
 #            cpu_ns PID    on-CPU nanoseconds of a process; $HC_CPU_CLOCK names
 #                          the source: schedstat or utime+stime
-#            median D      the median of the numbers on stdin, one a line
+#            median D      the median of the numbers on stdin, one a line ("-"
+#                          if one is "-")
+# reports    shell_word WORD     WORD quoted for a shell (unquoted if it can be)
+#            command_line ARG...  the command line as given (the settings that
+#                          steer the scripts, the script, ARGs), quoted for a shell
 # nginx      conf_head MODULE LEVEL CONNECTIONS [LINE...]  the start of an
 #                          nginx.conf (below)
 #            backend_conf PORT [LINE...]  a whole nginx.conf answering 200
@@ -186,13 +190,41 @@ else
     }
 fi
 
-# median D: "-" for no numbers, the middle one as it is written for an odd
-# count, the mean of the two middle ones with D decimals for an even one.
+# median D: of the numbers on stdin, one a line (blank lines skipped): the
+# middle one as it is written for an odd count, the mean of the two middle
+# ones with D decimals for an even one; "-" for no numbers, or when one of
+# them is "-" (a figure that could not be measured).
 median() {
-    sort -g | awk -v d="$1" '{ v[NR] = $1 } END {
-        if (NR == 0) print "-"
-        else if (NR % 2) print v[(NR + 1) / 2]
-        else printf "%." d "f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+    sort -g | awk -v d="$1" 'NF { v[++n] = $1; if ($1 == "-") dash = 1 } END {
+        if (n == 0 || dash) print "-"
+        else if (n % 2) print v[(n + 1) / 2]
+        else printf "%." d "f\n", (v[n / 2] + v[n / 2 + 1]) / 2 }'
+}
+
+# --- reports -------------------------------------------------------------------
+
+# shell_word WORD: WORD quoted for a shell (as it is when nothing in it needs
+# quoting)
+shell_word() {
+    if [[ $1 =~ ^[A-Za-z0-9_./:=,+@%-]+$ ]]; then
+        printf '%s' "$1"
+    else
+        printf "'%s'" "${1//\'/\'\\\'\'}"
+    fi
+}
+
+# command_line "$@": the command line as given, quoted for a shell, for a
+# report's header: the environment settings that steer the scripts and the
+# build layout (BENCH_*, NGINX_*, NO_BUILD, KEEP, CARGO_TARGET_DIR, TMPDIR,
+# sorted), then the script ($0) and its arguments.
+command_line() {
+    local v a line=
+    for v in $(compgen -e | grep -E '^(BENCH_[A-Z_]+|NGINX_[A-Z_]+|NO_BUILD|KEEP|CARGO_TARGET_DIR|TMPDIR)$' | sort); do
+        line+="$v=$(shell_word "${!v}") "
+    done
+    line+=$(shell_word "$0")
+    for a; do line+=" $(shell_word "$a")"; done
+    printf '%s\n' "$line"
 }
 
 # --- nginx ---------------------------------------------------------------------

@@ -42,7 +42,8 @@
 //!
 //! Everything is safe to run in parallel: each nginx gets its own prefix
 //! directory, backends bind port 0 and nginx listens on ports from
-//! [`free_port`], which nothing else takes unasked. Waiting is always
+//! [`free_port`], which nothing else takes unasked and no two test
+//! processes share. Waiting is always
 //! polling under a deadline (module [`wait`]), never a fixed sleep.
 
 #![warn(missing_docs)]
@@ -56,6 +57,7 @@ pub mod http_backend;
 pub mod nginx;
 pub mod page;
 pub mod paths;
+pub mod peers;
 pub mod process;
 pub mod scripted;
 pub mod ss;
@@ -64,15 +66,21 @@ mod sys;
 pub mod tls;
 pub mod udp;
 pub mod wait;
+pub mod workers;
 
 #[cfg(test)]
 mod selftest;
 
 use std::collections::hash_map::RandomState;
 use std::collections::HashSet;
+use std::fs::{self, File, OpenOptions};
 use std::hash::{BuildHasher, Hasher};
 use std::net::{Ipv4Addr, TcpListener, UdpSocket};
-use std::sync::Mutex;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 pub use backend::{Backend, Close, Mode};
 pub use client::{
@@ -80,14 +88,47 @@ pub use client::{
 };
 pub use conf::{http_conf, upstream};
 pub use nginx::{nginx_t, Builder, Nginx};
-pub use process::fd_count;
-pub use status::{poll_status_json, status_json, Kind, Status};
+pub use process::{fd_count, resting_fds};
+pub use status::{
+    assert_within, first_seen, poll_status_json, status_json, Kind, Row, Seen, Status,
+};
 pub use sys::set_linger_zero;
 pub use udp::{UdpBackend, UdpMode};
 pub use wait::{assert_holds, try_wait_until, wait_for, wait_until};
 
 /// Lowest port [`free_port`] hands out.
 const FREE_PORT_LOW: u16 = 10_000;
+
+/// The file whose byte N a test process locks while it may use port N
+/// (see [`free_port`]); in `/tmp` whatever `TMPDIR` says, so that test
+/// processes with different temporary directories see each other's.
+/// Where it cannot be opened, ports are reserved within the process only.
+pub const PORT_LOCKS: &str = "/tmp/nginx-hc-t/ports.lock";
+
+/// Reserve `port` for this process against every other that uses
+/// [`PORT_LOCKS`]; false if one of them holds it.
+fn reserve_across_processes(port: u16) -> bool {
+    static FILE: OnceLock<Option<File>> = OnceLock::new();
+    let file = FILE.get_or_init(|| {
+        let path = Path::new(PORT_LOCKS);
+        let _ = fs::create_dir_all(path.parent()?);
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o666)
+            .open(path)
+            .ok()?;
+        // Whoever creates it lets every user's tests lock it (umask).
+        let _ = file.set_permissions(fs::Permissions::from_mode(0o666));
+        Some(file)
+    });
+    match file {
+        Some(f) => sys::try_lock_byte(f, u64::from(port)).unwrap_or(true),
+        None => true,
+    }
+}
 
 /// The first port of the kernel's ephemeral range
 /// (`net.ipv4.ip_local_port_range`, where bind(0) and connect() take
@@ -104,9 +145,11 @@ fn ephemeral_low() -> u16 {
 /// nginx binds it later, so it is picked where nothing else takes ports
 /// unasked: below the kernel's ephemeral range, so no bind(0) or connect()
 /// on the host (a backend starting, a client or a check connecting) can
-/// take it in between, and never twice in one test process. What is left
-/// is another process picking the same port at the same moment, among
-/// some 20 000. Backends do not need this: they bind port 0 themselves.
+/// take it in between, never twice in one test process, and never one
+/// that another test process (another test binary, another checkout's
+/// tests) has handed out: each is reserved for the life of the process
+/// with a lock on its byte of [`PORT_LOCKS`]. Backends do not need this:
+/// they bind port 0 themselves.
 pub fn free_port() -> u16 {
     static HANDED_OUT: Mutex<Option<HashSet<u16>>> = Mutex::new(None);
     let mut handed_out = HANDED_OUT.lock().unwrap_or_else(|e| e.into_inner());
@@ -119,7 +162,7 @@ pub fn free_port() -> u16 {
     let start = h.finish() % span;
     for i in 0..span {
         let port = FREE_PORT_LOW + ((start + i) % span) as u16;
-        if handed_out.contains(&port) {
+        if handed_out.contains(&port) || !reserve_across_processes(port) {
             continue;
         }
         let free = TcpListener::bind((Ipv4Addr::LOCALHOST, port)).is_ok()
@@ -129,5 +172,45 @@ pub fn free_port() -> u16 {
             return port;
         }
     }
-    panic!("no free port in {FREE_PORT_LOW}..{high} that this process has not handed out");
+    panic!("no free port in {FREE_PORT_LOW}..{high} that no test process has handed out");
+}
+
+/// `n` distinct ports from [`free_port`].
+pub fn free_ports(n: usize) -> Vec<u16> {
+    let mut ports: Vec<u16> = Vec::with_capacity(n);
+    while ports.len() < n {
+        let p = free_port();
+        if !ports.contains(&p) {
+            ports.push(p);
+        }
+    }
+    ports
+}
+
+/// A uniformly random 64-bit value (std's randomly keyed SipHash over the
+/// time, pid and a counter; good enough to pick addresses).
+pub fn random_u64() -> u64 {
+    static COUNTER: AtomicUsize = AtomicUsize::new(0);
+    let mut h = RandomState::new().build_hasher();
+    h.write_u128(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    h.write_u32(std::process::id());
+    h.write_usize(COUNTER.fetch_add(1, Ordering::SeqCst));
+    h.finish()
+}
+
+/// The wall clock in unix milliseconds (as the status page's
+/// `last_change`); 0 before 1970.
+pub fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// `n` milliseconds.
+pub fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
 }

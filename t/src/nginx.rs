@@ -38,6 +38,10 @@ const BAD_LEVELS: [&str; 3] = ["[alert]", "[crit]", "[emerg]"];
 const WORKER_TITLE: &str = "nginx: worker process";
 /// Set (to anything) to keep every prefix directory, even of passing tests.
 pub const KEEP_ENV: &str = "HC_T_KEEP";
+/// What nginx says when a `listen` port is taken.
+const ADDR_IN_USE: &str = "failed (98: Address already in use)";
+/// How many times [`Builder::start_with`] tries.
+const START_ATTEMPTS: usize = 3;
 
 /// Options for starting nginx or testing a configuration.
 #[derive(Clone, Debug)]
@@ -205,8 +209,49 @@ impl Builder {
 
     /// Start nginx with the configuration for `body` and wait until it is
     /// ready: the pid file names the process (so listening sockets are
-    /// open) and, with a master, all workers are running.
+    /// open) and, with a master, all workers are running. Panics with
+    /// nginx's stderr if it does not get there.
     pub fn start(&self, body: &str) -> Nginx {
+        let mut nginx = self.spawn(body);
+        if let Err(e) = nginx.wait_ready() {
+            nginx.fail(&e);
+        }
+        nginx
+    }
+
+    /// [`Builder::start`] with the configuration `make` returns, and
+    /// whatever else it returns (typically the ports it took from
+    /// [`crate::free_port`]), for a start that cannot fail on a port.
+    ///
+    /// No test process takes a port another has from `free_port`, but a
+    /// process outside the tests (a benchmark script, say) could bind it
+    /// between the pick and nginx's bind; nginx then fails with "Address
+    /// already in use" (after its own bind retries; a retry that succeeded
+    /// leaves `[emerg]` lines, allowed here). Then `make` runs again for
+    /// fresh ports, up to 3 attempts; any other failure panics as
+    /// [`Builder::start`] does.
+    pub fn start_with<T>(&self, mut make: impl FnMut() -> (String, T)) -> (Nginx, T) {
+        let mut attempt = 1;
+        loop {
+            let (body, extra) = make();
+            let mut nginx = self.spawn(&body);
+            match nginx.wait_ready() {
+                Ok(()) => {
+                    nginx.allow_log(ADDR_IN_USE);
+                    return (nginx, extra);
+                }
+                Err(e) if attempt < START_ATTEMPTS && nginx.stderr().contains(ADDR_IN_USE) => {
+                    eprintln!("note: nginx lost a listen port to a race, retrying: {e}");
+                    nginx.discard();
+                    attempt += 1;
+                }
+                Err(e) => nginx.fail(&e),
+            }
+        }
+    }
+
+    /// Start nginx for `body`, without waiting for it.
+    fn spawn(&self, body: &str) -> Nginx {
         let prefix = self.make_prefix();
         let conf = prefix.write_conf(&self.render(body));
         let stdout =
@@ -228,15 +273,14 @@ impl Builder {
             cmd.pre_exec(|| sys::set_parent_death_signal(libc::SIGTERM));
         }
         let child = cmd.spawn().expect("spawn nginx");
-        let mut nginx = Nginx {
+        Nginx {
             prefix,
             conf,
             builder: self.clone(),
             child: Some(child),
             allowed: Mutex::new(Vec::new()),
-        };
-        nginx.wait_ready();
-        nginx
+            discarded: false,
+        }
     }
 }
 
@@ -307,6 +351,8 @@ pub struct Nginx {
     builder: Builder,
     child: Option<Child>,
     allowed: Mutex<Vec<String>>,
+    /// Set by [`Nginx::discard`]: Drop has nothing left to do.
+    discarded: bool,
 }
 
 impl Nginx {
@@ -335,7 +381,9 @@ impl Nginx {
         self.child.as_ref().expect("nginx was stopped").id()
     }
 
-    fn wait_ready(&mut self) {
+    /// Wait until nginx is ready (see [`Builder::start`]); `Err` says
+    /// what it did instead.
+    fn wait_ready(&mut self) -> Result<(), String> {
         let pid = self.pid();
         let pid_file = self.prefix.path.join("logs/nginx.pid");
         let ready = try_wait_for(NGINX_TIMEOUT, || {
@@ -347,27 +395,42 @@ impl Nginx {
         });
         match ready {
             Some(Ok(())) => {}
-            Some(Err(e)) => self.fail(&e),
-            None => self.fail(&format!(
-                "nginx did not write its pid file within {NGINX_TIMEOUT:?}"
-            )),
+            Some(Err(e)) => return Err(e),
+            None => {
+                return Err(format!(
+                    "nginx did not write its pid file within {NGINX_TIMEOUT:?}"
+                ))
+            }
         }
         if self.builder.master {
             let n = self.builder.workers;
             if !try_wait_until(NGINX_TIMEOUT, || self.workers().len() == n) {
-                self.fail(&format!(
+                return Err(format!(
                     "nginx did not start {n} workers within {NGINX_TIMEOUT:?}"
                 ));
             }
         }
+        Ok(())
+    }
+
+    /// What nginx wrote to its stderr.
+    fn stderr(&self) -> String {
+        fs::read_to_string(self.prefix.path.join("logs/stderr.log")).unwrap_or_default()
+    }
+
+    /// Stop it and remove its prefix without the checks of Drop: a start
+    /// that is tried again.
+    fn discard(mut self) {
+        let _ = self.stop(FAILING_STOP_TIMEOUT);
+        self.prefix.remove();
+        self.discarded = true;
     }
 
     /// Panic with `msg` and nginx's stderr; Drop (running because the
     /// thread panics) then stops nginx, keeps the prefix and prints the
     /// error log's tail.
     fn fail(&self, msg: &str) -> ! {
-        let stderr =
-            fs::read_to_string(self.prefix.path.join("logs/stderr.log")).unwrap_or_default();
+        let stderr = self.stderr();
         if stderr.trim().is_empty() {
             panic!("{msg}");
         }
@@ -624,6 +687,9 @@ impl Nginx {
 
 impl Drop for Nginx {
     fn drop(&mut self) {
+        if self.discarded {
+            return;
+        }
         let path = self.prefix.path.display().to_string();
         if thread::panicking() {
             let _ = self.stop(FAILING_STOP_TIMEOUT);

@@ -2,6 +2,8 @@
 
 use std::fs;
 use std::io;
+use std::thread;
+use std::time::Duration;
 
 /// Pids whose parent is `ppid` (scans `/proc/*/stat`; kernels here lack
 /// `/proc/<pid>/task/*/children`).
@@ -59,6 +61,19 @@ pub fn signal(pid: u32, sig: libc::c_int) -> io::Result<()> {
 /// Number of open file descriptors of `pid`.
 pub fn fd_count(pid: u32) -> io::Result<usize> {
     Ok(fs::read_dir(format!("/proc/{pid}/fd"))?.count())
+}
+
+/// The smallest of a few fd counts of `pid` taken 25 ms apart: a round in
+/// flight holds a socket for a moment, a leaked one stays. Panics if `pid`
+/// is gone.
+pub fn resting_fds(pid: u32) -> usize {
+    (0..8)
+        .map(|_| {
+            thread::sleep(Duration::from_millis(25));
+            fd_count(pid).expect("fd count")
+        })
+        .min()
+        .unwrap()
 }
 
 #[cfg(test)]

@@ -292,6 +292,26 @@ fn free_port_is_below_the_ephemeral_range_and_never_repeats() {
     assert!(b.port() >= low && !ports.contains(&b.port()));
 }
 
+/// What another test process sees of a port handed out here: its byte of
+/// PORT_LOCKS is locked (an open file description lock conflicts with
+/// every other open of the file, in this process too), so its own
+/// free_port skips it; a port nobody handed out is not locked.
+#[test]
+fn free_port_is_reserved_against_other_processes() {
+    let p = free_port();
+    let other = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(PORT_LOCKS)
+        .expect("the lock file exists once a port was handed out");
+    assert!(
+        !crate::sys::try_lock_byte(&other, u64::from(p)).unwrap(),
+        "port {p} is not reserved"
+    );
+    // Port 1 is below what free_port hands out: nobody locks its byte.
+    assert!(crate::sys::try_lock_byte(&other, 1).unwrap());
+}
+
 #[test]
 fn fd_count_of_self() {
     let before = fd_count(std::process::id()).unwrap();

@@ -10,8 +10,9 @@
 //! Tests configure the endpoint as `location /status { healthcheck_status; }`
 //! (any format: the helpers ask for `?format=json`).
 
+use std::collections::BTreeMap;
 use std::fmt;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -22,7 +23,7 @@ use crate::wait::try_wait_for;
 pub const STATUS_PATH: &str = "/status";
 
 /// `http` or `stream` section of the status output.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Kind {
     /// Peers of `http { upstream {} }`.
     Http,
@@ -129,6 +130,120 @@ impl Status {
     pub fn checks(&self, kind: Kind, upstream: &str, name: &str) -> i64 {
         self.int(kind, upstream, name, "checks")
     }
+
+    /// `last_failure_reason` of that row (`timeout`, `refused`, ...):
+    /// `None` while it is null (no round has failed) or if there is no
+    /// such row.
+    pub fn reason(&self, kind: Kind, upstream: &str, name: &str) -> Option<&str> {
+        self.peer(kind, upstream, name)?["last_failure_reason"].as_str()
+    }
+}
+
+/// Identifies one status row, for tests that follow several rows (maps
+/// keyed by row, [`first_seen`]).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Row {
+    /// The section.
+    pub kind: Kind,
+    /// The upstream's name.
+    pub upstream: String,
+    /// The peer's name (`127.0.0.1:8081`).
+    pub name: String,
+}
+
+impl Row {
+    /// The row of `name` in `upstream` of section `kind`.
+    pub fn new(kind: Kind, upstream: &str, name: &str) -> Row {
+        Row {
+            kind,
+            upstream: upstream.to_string(),
+            name: name.to_string(),
+        }
+    }
+
+    /// Its `status` (`up`/`down`) in `s`, `None` if it has no such row.
+    pub fn status<'a>(&self, s: &'a Status) -> Option<&'a str> {
+        s.peer_status(self.kind, &self.upstream, &self.name)
+    }
+
+    /// An integer field of the row (`checks`, `rise`, `fall`, ...); -1 if
+    /// the row or the field is absent.
+    pub fn int(&self, s: &Status, key: &str) -> i64 {
+        s.get_int(self.kind, &self.upstream, &self.name, key)
+            .unwrap_or(-1)
+    }
+}
+
+impl fmt::Display for Row {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?} {} {}", self.kind, self.upstream, self.name)
+    }
+}
+
+/// When a row was first seen holding, as durations since `since`: after
+/// `after` (the request for the last page on which it did not hold yet; 0
+/// if none did) and by `by` (the answer of the first page on which it did).
+/// The two are a poll apart unless the test was slowed down.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Seen {
+    /// Not yet on the page requested then.
+    pub after: Duration,
+    /// On the page answered then.
+    pub by: Duration,
+}
+
+/// Poll the status page until `pred` has held for every row in `rows`;
+/// returns, per row, when after `since` it was first seen holding.
+/// Panics after `timeout` with the rows still waiting and the last page.
+pub fn first_seen(
+    port: u16,
+    since: Instant,
+    timeout: Duration,
+    what: &str,
+    rows: &[Row],
+    mut pred: impl FnMut(&Row, &Status) -> bool,
+) -> BTreeMap<Row, Seen> {
+    let mut seen = BTreeMap::new();
+    let mut not_yet = Duration::ZERO;
+    let mut last = String::from("no status yet");
+    let done = try_wait_for(timeout, || {
+        let asked = since.elapsed();
+        match status_json(port) {
+            Ok(s) => {
+                let by = since.elapsed();
+                for r in rows {
+                    if !seen.contains_key(r) && pred(r, &s) {
+                        seen.insert(r.clone(), Seen { after: not_yet, by });
+                    }
+                }
+                not_yet = asked;
+                last = s.to_string();
+            }
+            Err(e) => last = e,
+        }
+        (seen.len() == rows.len()).then_some(())
+    });
+    if done.is_none() {
+        let waiting: Vec<String> = rows
+            .iter()
+            .filter(|r| !seen.contains_key(*r))
+            .map(Row::to_string)
+            .collect();
+        panic!("timed out after {timeout:?} waiting for {what}: still waiting for {waiting:?}; last status: {last}");
+    }
+    seen
+}
+
+/// Assert that what was first seen at `at` happened within `[lo, hi]`:
+/// fails only when the pages prove it came earlier (seen by `at.by < lo`)
+/// or later (not yet after `at.after > hi`).
+pub fn assert_within(at: Seen, lo: Duration, hi: Duration, what: impl fmt::Display) {
+    assert!(
+        at.by >= lo && at.after <= hi,
+        "{what}: observed after {:?} and by {:?}, expected within [{lo:?}, {hi:?}]",
+        at.after,
+        at.by
+    );
 }
 
 /// GET `path` and parse the body as JSON; `Err` says what went wrong
@@ -184,7 +299,8 @@ mod tests {
             serde_json::from_str(
                 r#"{"servers": {"total": 2, "up": 1, "down": 1, "generation": 1,
                    "http": [{"index": 0, "upstream": "u", "name": "127.0.0.1:1", "status": "up"}],
-                   "stream": [{"index": 0, "upstream": "s", "name": "127.0.0.1:2", "status": "down"}]}}"#,
+                   "stream": [{"index": 0, "upstream": "s", "name": "127.0.0.1:2", "status": "down",
+                               "last_failure_reason": "refused"}]}}"#,
             )
             .unwrap(),
         );
@@ -200,6 +316,14 @@ mod tests {
         assert_eq!(s.int(Kind::Stream, "s", "127.0.0.1:2", "index"), 0);
         assert_eq!(s.get_int(Kind::Stream, "s", "127.0.0.1:2", "checks"), None);
         assert_eq!(s.get_int(Kind::Http, "s", "127.0.0.1:2", "index"), None);
+        assert_eq!(s.reason(Kind::Http, "u", "127.0.0.1:1"), None);
+        assert_eq!(s.reason(Kind::Http, "s", "127.0.0.1:2"), None);
+        assert_eq!(s.reason(Kind::Stream, "s", "127.0.0.1:2"), Some("refused"));
+        let r = Row::new(Kind::Stream, "s", "127.0.0.1:2");
+        assert_eq!(
+            (r.status(&s), r.int(&s, "index"), r.int(&s, "checks")),
+            (Some("down"), 0, -1)
+        );
         let no_checks = std::panic::catch_unwind(|| s.checks(Kind::Http, "u", "127.0.0.1:1"));
         assert!(no_checks.is_err());
         let no_row = std::panic::catch_unwind(|| s.row(Kind::Http, "s", "127.0.0.1:2").clone());

@@ -2,6 +2,7 @@
 //!
 //! Every `unsafe` block of the harness lives in this file.
 
+use std::fs::File;
 use std::io;
 use std::net::{Ipv4Addr, TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -228,4 +229,24 @@ pub fn kill(pid: u32, sig: libc::c_int) -> io::Result<()> {
 pub fn set_parent_death_signal(sig: libc::c_int) -> io::Result<()> {
     // SAFETY: prctl(PR_SET_PDEATHSIG) takes the signal number as an integer.
     check(unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, sig as libc::c_ulong, 0, 0, 0) }).map(drop)
+}
+
+/// Take an exclusive lock on byte `offset` of `file` if no other open file
+/// description holds one (an open file description lock, `F_OFD_SETLK`:
+/// it is not waited for, and it lasts until `file` is closed, at the
+/// latest when the process exits); whether this one now holds it.
+pub(crate) fn try_lock_byte(file: &File, offset: u64) -> io::Result<bool> {
+    // SAFETY: all-zero is a valid `struct flock` (l_pid must be 0 for OFD locks).
+    let mut lock: libc::flock = unsafe { std::mem::zeroed() };
+    lock.l_type = libc::F_WRLCK as libc::c_short;
+    lock.l_whence = libc::SEEK_SET as libc::c_short;
+    lock.l_start = offset as libc::off_t;
+    lock.l_len = 1;
+    // SAFETY: fcntl(F_OFD_SETLK) reads the live `lock` and nothing else.
+    let ret = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_SETLK, &lock) };
+    match check(ret) {
+        Ok(_) => Ok(true),
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EAGAIN | libc::EACCES)) => Ok(false),
+        Err(e) => Err(e),
+    }
 }

@@ -27,10 +27,6 @@ fn json(r: &Response) -> Value {
     serde_json::from_slice(&r.body).unwrap_or_else(|e| panic!("{e}: {}", r.text()))
 }
 
-fn row<'a>(s: &'a Status, kind: Kind, upstream: &str, name: &str) -> &'a Value {
-    s.row(kind, upstream, name)
-}
-
 /// The `upstreams` summary of `group`/`name`.
 fn summary(s: &Status, group: &str, name: &str) -> Value {
     s.0["upstreams"]
@@ -86,7 +82,7 @@ fn admin_answers_and_errors() {
     });
     // The new row fields and the summary.
     let s = status_json(port).unwrap();
-    let r = row(&s, Kind::Http, "web", &a);
+    let r = s.row(Kind::Http, "web", &a);
     assert_eq!(
         (&r["server"], &r["backup"], &r["weight"], &r["admin"]),
         (
@@ -96,7 +92,7 @@ fn admin_answers_and_errors() {
             &Value::Null
         )
     );
-    assert_eq!(row(&s, Kind::Http, "web", &b)["backup"], true);
+    assert_eq!(s.row(Kind::Http, "web", &b)["backup"], true);
     let stream_b: Vec<&Value> = s
         .peers(Kind::Stream)
         .iter()
@@ -199,9 +195,9 @@ fn admin_answers_and_errors() {
         "{line}"
     );
     let s = status_json(port).unwrap();
-    assert_eq!(row(&s, Kind::Http, "web", &a)["admin"], "disabled");
+    assert_eq!(s.row(Kind::Http, "web", &a)["admin"], "disabled");
     assert_eq!(
-        row(&s, Kind::Stream, "web", &a)["admin"],
+        s.row(Kind::Stream, "web", &a)["admin"],
         Value::Null,
         "group=http only"
     );

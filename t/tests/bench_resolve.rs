@@ -27,8 +27,6 @@
 //! The report goes to `BENCH_OUT` (else stdout); progress lines start with
 //! `bench:` on stderr.
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt::Write as _;
 use std::io::{self, Read, Write};
@@ -38,14 +36,14 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use healthcheck_t::dns::Dns;
 use healthcheck_t::nginx::nginx_version;
 use healthcheck_t::paths::nginx_bin;
 use healthcheck_t::process;
 use healthcheck_t::wait::try_wait_for;
-use healthcheck_t::{free_port, status_json, Kind, Nginx, Status};
+use healthcheck_t::{free_port, status_json, unix_ms, Kind, Nginx, Status};
 
 /// The first nginx with `server ... resolve`.
 const RESOLVE_SINCE: (u32, u32, u32) = (1, 27, 3);
@@ -141,7 +139,7 @@ struct Names {
 impl Names {
     fn new(s: &Settings) -> Names {
         Names {
-            a: 1 + (common::random_u64() % 254) as u8,
+            a: 1 + (healthcheck_t::random_u64() % 254) as u8,
             port: free_port(),
             current: (0..s.names)
                 .map(|_| (1..=s.addrs as u8).collect())
@@ -263,12 +261,6 @@ fn machine_cpu() -> (u64, u64, u64) {
     let total: u64 = v.iter().sum();
     let idle = v.get(3).unwrap_or(&0) + v.get(4).unwrap_or(&0);
     (total - idle, total, *v.get(7).unwrap_or(&0))
-}
-
-fn unix_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }
 
 /// What a status page says about the rows we want.
@@ -821,7 +813,7 @@ fn run_phase(s: &Settings, label: &str, workers: usize, poll: bool) -> Phase {
     let mut dns = Dns::start();
     names.publish(&mut dns);
     let builder = Nginx::builder().workers(workers).log_level("notice");
-    let (ng, port) = common::start_nginx(&builder, || {
+    let (ng, port) = builder.start_with(|| {
         let port = free_port();
         (conf(s, &names, &dns, port), port)
     });
@@ -885,7 +877,8 @@ fn run_phase(s: &Settings, label: &str, workers: usize, poll: bool) -> Phase {
     for r in 1..=s.rounds {
         let mut round = Round::default();
         // A random point of the resolver's and the checks' cycles.
-        let jitter = Duration::from_millis(common::random_u64() % s.interval.max(VALID_S * 1000));
+        let jitter =
+            Duration::from_millis(healthcheck_t::random_u64() % s.interval.max(VALID_S * 1000));
         idle(Instant::now() + settle + jitter, &mut fetch_ms);
         let q0 = Instant::now();
         let cpu_q0 = workers_cpu_ms(&pids);
@@ -897,7 +890,7 @@ fn run_phase(s: &Settings, label: &str, workers: usize, poll: bool) -> Phase {
         let want = names.want();
         names.publish(&mut dns);
         let t0 = Instant::now();
-        let t0_unix = unix_ms();
+        let t0_unix = unix_ms() as i64;
         round.dns_ms = ms_between(tset, t0);
         let mut last_not_right = tset;
         let mut last_not_checked = tset;

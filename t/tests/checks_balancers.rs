@@ -18,13 +18,13 @@
 //! 4. every check refuses: requests fail fast (http 502, stream closed
 //!    within 1 s) and reach no peer.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use common::{assert_within, first_seen, free_ports, ms, start_nginx, Peers, Role, Row};
-use healthcheck_t::{http_get, stream_roundtrip, Kind, Nginx};
+use healthcheck_t::peers::{Peers, Role};
+use healthcheck_t::{
+    assert_within, first_seen, free_ports, http_get, ms, stream_roundtrip, Kind, Nginx, Row,
+};
 
 const INTERVAL: u64 = 200;
 const FALL: u64 = 3;
@@ -284,7 +284,7 @@ fn run(b: &Balancer, name: &str) {
             }
         }
     }
-    let (ng, (http_port, listen)) = start_nginx(&Nginx::builder(), || render(b, &variants));
+    let (ng, (http_port, listen)) = Nginx::builder().start_with(|| render(b, &variants));
     for (v, ports) in variants.iter_mut().zip(listen) {
         v.listen = ports;
     }
@@ -346,7 +346,7 @@ fn run(b: &Balancer, name: &str) {
     for v in &variants {
         let row = v.row(v.victim);
         assert_eq!(
-            s.peer(row.kind.kind(), &row.upstream, &row.name).unwrap()["last_failure_reason"],
+            s.peer(row.kind, &row.upstream, &row.name).unwrap()["last_failure_reason"],
             "refused",
             "{row}: {s}"
         );

@@ -3,17 +3,13 @@
 //! of misbehaving server is classified, IPv6 and unix peers, `down` and
 //! `backup` servers, the state-change log lines, and no TIME_WAIT.
 
-mod common;
-
 use std::net::{Ipv6Addr, SocketAddr, TcpListener};
 use std::time::{Duration, Instant};
 
-use common::{
-    assert_within, first_seen, free_ports, ms, start_nginx, Peers, Role, Row, Switch, UnixServer,
-};
+use healthcheck_t::peers::{Peers, Role, Switch, UnixServer};
 use healthcheck_t::{
-    free_port, http_get, poll_status_json, status_json, stream_roundtrip, Backend, Kind, Mode,
-    Nginx, Status,
+    assert_within, first_seen, free_port, free_ports, http_get, ms, poll_status_json, status_json,
+    stream_roundtrip, Backend, Kind, Mode, Nginx, Row, Status,
 };
 
 /// Generous bound for "eventually" waits; the precise windows are asserted
@@ -147,7 +143,7 @@ fn alternate_from(port: u16, b: &Backend, row: &Row, state: &str, first: Mode, r
 #[test]
 fn flapping_peer_never_flips() {
     let b = Backend::start();
-    let (_ng, port) = start_nginx(&Nginx::builder(), || {
+    let (_ng, port) = Nginx::builder().start_with(|| {
         let port = free_port();
         let conf = http_only(
             port,
@@ -183,7 +179,7 @@ fn default_down_peers_take_no_traffic_until_they_pass() {
             p.check_port
         )
     };
-    let (_ng, port) = start_nginx(&Nginx::builder(), || {
+    let (_ng, port) = Nginx::builder().start_with(|| {
         let port = free_port();
         let conf = http_only(
             port,
@@ -294,7 +290,7 @@ fn default_down_peers_take_no_traffic_until_they_pass() {
 fn check_port_not_traffic_port_decides() {
     let traffic = Backend::start();
     let check = Backend::start();
-    let (_ng, port) = start_nginx(&Nginx::builder(), || {
+    let (_ng, port) = Nginx::builder().start_with(|| {
         let port = free_port();
         let conf = http_only(
             port,
@@ -372,7 +368,7 @@ fn how_server_behaviours_are_classified() {
         .map(|b| format!("server {}; ", b.addr()))
         .collect();
     // timeout 400: the settle window after connect is 100 ms.
-    let (_ng, port) = start_nginx(&Nginx::builder(), || {
+    let (_ng, port) = Nginx::builder().start_with(|| {
         let port = free_port();
         let conf = http_only(
             port,
@@ -460,7 +456,7 @@ fn reused_sockets_keep_every_verdict() {
     }
     let servers: String = peers.iter().map(|(n, _)| format!("server {n}; ")).collect();
     // timeout 400: a settle window of 100 ms, well after the late closes.
-    let (ng, port) = start_nginx(&Nginx::builder(), || {
+    let (ng, port) = Nginx::builder().start_with(|| {
         let port = free_port();
         let conf = http_only(
             port,
@@ -537,7 +533,7 @@ fn ipv6_and_unix_peers_are_checked() {
     }
     let servers: String = names.iter().map(|n| format!("server {n}; ")).collect();
     let check = "check interval=100 rise=2 fall=2;";
-    let (_ng, port) = start_nginx(&Nginx::builder(), || {
+    let (_ng, port) = Nginx::builder().start_with(|| {
         let p = free_ports(2);
         let (port, sport) = (p[0], p[1]);
         let conf = format!(
@@ -583,7 +579,7 @@ stream {{
     let s = status_json(port).expect("status");
     for r in &rows {
         assert_eq!(
-            s.peer(r.kind.kind(), &r.upstream, &r.name).unwrap()["last_failure_reason"],
+            s.peer(r.kind, &r.upstream, &r.name).unwrap()["last_failure_reason"],
             "refused",
             "{r}: {s}"
         );
@@ -655,7 +651,7 @@ fn down_servers_unprobed_backup_used_only_without_primaries() {
             p.check_port
         )
     };
-    let (_ng, (port, sport)) = start_nginx(&Nginx::builder(), || {
+    let (_ng, (port, sport)) = Nginx::builder().start_with(|| {
         let p = free_ports(2);
         let (port, sport) = (p[0], p[1]);
         let conf = format!(
@@ -774,7 +770,7 @@ stream {{
 fn state_changes_are_logged() {
     let (web, tcp) = (Backend::start(), Backend::start());
     let check = "check interval=100 rise=2 fall=3;";
-    let (ng, port) = start_nginx(&Nginx::builder().workers(2), || {
+    let (ng, port) = Nginx::builder().workers(2).start_with(|| {
         let p = free_ports(2);
         let (port, sport) = (p[0], p[1]);
         let conf = format!(
@@ -885,7 +881,7 @@ fn checks_leave_no_time_wait() {
     // TIME_WAIT lasts a minute: entries left by an earlier owner of the
     // same port number are not ours.
     let stale: Vec<Vec<String>> = backends.iter().map(|b| time_wait_on(b.port())).collect();
-    let (_ng, port) = start_nginx(&Nginx::builder(), || {
+    let (_ng, port) = Nginx::builder().start_with(|| {
         let port = free_port();
         let conf = http_only(
             port,

@@ -2,35 +2,17 @@
 //! round per peer per interval for the whole instance, takeover when a
 //! worker is killed, no descriptor leaks, prompt exit on reload and quit.
 
-mod common;
-
-use std::fs;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{first_seen, ms, start_nginx, Row};
+use healthcheck_t::conf::web_conf;
+use healthcheck_t::workers::{freeze, holder, kill_between_rounds, sockets_to, thaw};
 use healthcheck_t::{
-    free_port, poll_status_json, process, status_json, wait_until, Backend, Kind, Mode, Nginx,
+    first_seen, free_port, ms, poll_status_json, process, status_json, wait_until, Backend, Kind,
+    Mode, Nginx, Row,
 };
 
 const LONG: Duration = Duration::from_secs(10);
-
-fn conf(port: u16, backends: &[Backend], check: &str) -> String {
-    let servers: String = backends
-        .iter()
-        .map(|b| format!("server {}; ", b.addr()))
-        .collect();
-    format!(
-        "http {{
-    access_log off;
-    upstream web {{ {servers}{check} }}
-    server {{
-        listen 127.0.0.1:{port};
-        location /status {{ healthcheck_status json; }}
-    }}
-}}"
-    )
-}
 
 fn rows(backends: &[Backend]) -> Vec<Row> {
     backends
@@ -92,10 +74,10 @@ fn one_probe_per_peer_per_interval_with_four_workers() {
     const INTERVAL: u64 = 200;
     const K: usize = 10;
     let backends: Vec<Backend> = (0..6).map(|_| Backend::start()).collect();
-    let (_ng, port) = start_nginx(&Nginx::builder().workers(4), || {
+    let (_ng, port) = Nginx::builder().workers(4).start_with(|| {
         let port = free_port();
         (
-            conf(
+            web_conf(
                 port,
                 &backends,
                 &format!("check interval={INTERVAL} rise=1 fall=1;"),
@@ -160,58 +142,6 @@ fn longest_gap_since(b: &Backend, since: Instant) -> Duration {
         .unwrap_or_default()
 }
 
-/// Socket inodes of TCP connections (any state but TIME_WAIT) whose remote
-/// port is `port`, from /proc/net/tcp: nginx's side of probe connections.
-fn sockets_to(port: u16) -> Vec<String> {
-    let text = fs::read_to_string("/proc/net/tcp").unwrap_or_default();
-    text.lines()
-        .skip(1)
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            let rport = u16::from_str_radix(f.get(2)?.rsplit(':').next()?, 16).ok()?;
-            let inode = *f.get(9)?;
-            (rport == port && *f.get(3)? != "06" && inode != "0").then(|| inode.to_string())
-        })
-        .collect()
-}
-
-/// The process among `pids` holding one of the socket `inodes`.
-fn holder(pids: &[u32], inodes: &[String]) -> Option<u32> {
-    pids.iter().copied().find(|pid| {
-        fs::read_dir(format!("/proc/{pid}/fd"))
-            .into_iter()
-            .flatten()
-            .flatten()
-            .filter_map(|e| fs::read_link(e.path()).ok())
-            .any(|l| {
-                let l = l.to_string_lossy();
-                inodes.iter().any(|i| l == format!("socket:[{i}]"))
-            })
-    })
-}
-
-/// SIGSTOP `pids` and wait until all are stopped: a stopped worker can
-/// neither start nor finish a round, so its sockets can be inspected.
-fn freeze(pids: &[u32]) {
-    for &p in pids {
-        process::signal(p, libc::SIGSTOP).expect("SIGSTOP worker");
-    }
-    let deadline = Instant::now() + LONG;
-    while !pids
-        .iter()
-        .all(|&p| process::stat(p).is_some_and(|s| s.state == 'T'))
-    {
-        assert!(Instant::now() < deadline, "workers {pids:?} did not stop");
-        thread::sleep(ms(1));
-    }
-}
-
-fn thaw(pids: &[u32]) {
-    for &p in pids {
-        let _ = process::signal(p, libc::SIGCONT);
-    }
-}
-
 // A worker killed between rounds: the survivors take its peers over within
 // two intervals, rounds keep being counted, a failing peer still goes down.
 // The master is stopped meanwhile, so the dead worker is not respawned
@@ -221,10 +151,10 @@ fn thaw(pids: &[u32]) {
 fn killed_worker_between_rounds_does_not_stop_checks() {
     const INTERVAL: u64 = 300;
     let backends: Vec<Backend> = (0..4).map(|_| Backend::with_mode(Mode::Hang)).collect();
-    let (ng, port) = start_nginx(&Nginx::builder().workers(2), || {
+    let (ng, port) = Nginx::builder().workers(2).start_with(|| {
         let port = free_port();
         (
-            conf(
+            web_conf(
                 port,
                 &backends,
                 &format!("check interval={INTERVAL} timeout=200 rise=1 fall=2;"),
@@ -238,31 +168,8 @@ fn killed_worker_between_rounds_does_not_stop_checks() {
 
     let stopped = MasterStopped::new(&ng);
     let victim = ng.workers()[0];
-    // Kill it between rounds: frozen while it holds no probe connection.
-    // It runs freely while a round is in flight, so the round can finish.
     let ports: Vec<u16> = backends.iter().map(Backend::port).collect();
-    let probing = || {
-        let inodes: Vec<String> = ports.iter().flat_map(|&p| sockets_to(p)).collect();
-        holder(&[victim], &inodes).is_some()
-    };
-    let deadline = Instant::now() + LONG;
-    loop {
-        wait_until(LONG, "the worker between rounds", || !probing());
-        freeze(&[victim]);
-        if !probing() {
-            break;
-        }
-        thaw(&[victim]);
-        assert!(
-            Instant::now() < deadline,
-            "never caught the worker between rounds"
-        );
-    }
-    process::signal(victim, libc::SIGKILL).expect("kill worker");
-    let killed = Instant::now();
-    // Until it is really gone, a connection could wake only the dying
-    // worker (EPOLLEXCLUSIVE) and sit in the listen queue.
-    wait_until(LONG, "killed worker gone", || !process::is_alive(victim));
+    let killed = kill_between_rounds(victim, &ports, LONG);
     let before = status_json(port).expect("status from the surviving worker");
 
     window(ms(INTERVAL * 6));
@@ -322,10 +229,10 @@ fn killed_worker_mid_round_is_taken_over_within_two_intervals() {
     // Hang: the probe connects, then watches a silent connection for the
     // settle window (timeout / 4 = 100 ms) before closing it.
     let backends = vec![Backend::with_mode(Mode::Hang), Backend::start()];
-    let (ng, port) = start_nginx(&Nginx::builder().workers(2), || {
+    let (ng, port) = Nginx::builder().workers(2).start_with(|| {
         let port = free_port();
         (
-            conf(
+            web_conf(
                 port,
                 &backends,
                 &format!("check interval={INTERVAL} timeout=400 rise=1 fall=2;"),
@@ -409,10 +316,10 @@ fn fd_count_flat_after_200_rounds_per_worker() {
         .collect();
     // timeout 40: a settle window of 10 ms, so probe sockets are rarely
     // open when the descriptors are counted.
-    let (ng, port) = start_nginx(&Nginx::builder().workers(2), || {
+    let (ng, port) = Nginx::builder().workers(2).start_with(|| {
         let port = free_port();
         (
-            conf(
+            web_conf(
                 port,
                 &backends,
                 "check interval=100 timeout=40 rise=1 fall=1;",
@@ -462,9 +369,9 @@ fn old_workers_exit_promptly_on_reload_and_quit() {
         .map(Backend::with_mode)
         .collect();
     let check = format!("check interval=4000 timeout={TIMEOUT} rise=1 fall=1;");
-    let (mut ng, port) = start_nginx(&Nginx::builder().workers(2), || {
+    let (mut ng, port) = Nginx::builder().workers(2).start_with(|| {
         let port = free_port();
-        (conf(port, &backends, &check), port)
+        (web_conf(port, &backends, &check), port)
     });
     let rows = rows(&backends);
     wait_rounds(port, &rows, 1);
@@ -499,10 +406,10 @@ fn killed_owner_of_down_peers_is_replaced_within_two_down_intervals() {
     // One peer per worker: the victim is between rounds two thirds of
     // the time.
     let backends: Vec<Backend> = (0..2).map(|_| Backend::with_mode(Mode::Hang)).collect();
-    let (ng, port) = start_nginx(&Nginx::builder().workers(2), || {
+    let (ng, port) = Nginx::builder().workers(2).start_with(|| {
         let port = free_port();
         (
-            conf(
+            web_conf(
                 port,
                 &backends,
                 &format!(
@@ -524,26 +431,7 @@ fn killed_owner_of_down_peers_is_replaced_within_two_down_intervals() {
     let stopped = MasterStopped::new(&ng);
     let victim = ng.workers()[0];
     let ports: Vec<u16> = backends.iter().map(Backend::port).collect();
-    let probing = || {
-        let inodes: Vec<String> = ports.iter().flat_map(|&p| sockets_to(p)).collect();
-        holder(&[victim], &inodes).is_some()
-    };
-    let deadline = Instant::now() + LONG;
-    loop {
-        wait_until(LONG, "the worker between rounds", || !probing());
-        freeze(&[victim]);
-        if !probing() {
-            break;
-        }
-        thaw(&[victim]);
-        assert!(
-            Instant::now() < deadline,
-            "never caught the worker between rounds"
-        );
-    }
-    process::signal(victim, libc::SIGKILL).expect("kill worker");
-    let killed = Instant::now();
-    wait_until(LONG, "killed worker gone", || !process::is_alive(victim));
+    let killed = kill_between_rounds(victim, &ports, LONG);
 
     let (_, end) = window(ms(DOWN * 8));
     for (b, r) in backends.iter().zip(&rows) {

@@ -178,8 +178,8 @@ fn take_turn() -> Turn {
         .write(true)
         .open(LOCK_FILE)
         .unwrap_or_else(|e| panic!("open {LOCK_FILE}: {e}"));
-    // SAFETY: flock(2) on a descriptor this File owns.
     let got = try_wait_for(LOCK_TIMEOUT, || {
+        // SAFETY: flock(2) on a descriptor this File owns.
         (unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0).then_some(())
     });
     assert!(
@@ -611,8 +611,8 @@ stream {{
 #[ignore = "installs Debian packages on this machine (root): scripts/test runs it"]
 fn debian_package_installs_serves_and_removes_cleanly() {
     let start = Instant::now();
-    // SAFETY: geteuid(2) has no preconditions.
     assert_eq!(
+        // SAFETY: geteuid(2) has no preconditions.
         unsafe { libc::geteuid() },
         0,
         "run as root (scripts/test does)"

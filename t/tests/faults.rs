@@ -53,23 +53,8 @@ const LOCAL_ERROR_LINE: &str = "not run: local error";
 const NO_CONNECTION_LINE: &str =
     "not run: local error: no free nginx connection (worker_connections are not enough)";
 
-/// Not a test: the entry point that turns this binary into a child
-/// backend process (`faults_net::ChildBackend` runs it again with
-/// `HC_T_FAULTS_CHILD` set). Without that variable it returns at once.
-#[test]
-fn child_backend_process() {
-    faults_net::child_main();
-}
-
 // ---------------------------------------------------------------------------
 // helpers
-
-fn reason(s: &Status, upstream: &str, name: &str) -> String {
-    s.row(Kind::Http, upstream, name)["last_failure_reason"]
-        .as_str()
-        .unwrap_or("null")
-        .to_string()
-}
 
 /// Wait until `name` is up and has run at least `rounds` more rounds.
 fn wait_rounds(port: u16, upstream: &str, name: &str, rounds: i64) -> Status {
@@ -196,7 +181,7 @@ fn blackholed_peer_is_down_within_fall_rounds_of_timeout() {
             (fall - 1) * interval + timeout,
             fall * interval + timeout,
         );
-        assert_eq!(reason(&s, "u", &b.addr()), "timeout", "{s}");
+        assert_eq!(s.reason(Kind::Http, "u", &b.addr()), Some("timeout"), "{s}");
         assert_eq!(
             s.int(Kind::Http, "u", &b.addr(), "fall"),
             fall as i64,
@@ -267,7 +252,7 @@ fn blackholed_kept_connection_is_down_within_keepalive_bound() {
             (intvl * cnt) * 1000 + (fall - 1) * interval + timeout,
             (idle + intvl * cnt) * 1000 + fall * interval + timeout,
         );
-        assert_eq!(reason(&s, "u", &b.addr()), "timeout", "{s}");
+        assert_eq!(s.reason(Kind::Http, "u", &b.addr()), Some("timeout"), "{s}");
         assert_eq!(b.accepted(), 1, "no new connection can get through");
         ng.wait_for_log("is down after 2 failures: timed out", WAIT);
     });
@@ -308,7 +293,7 @@ fn tcp_reset_rejection_marks_down() {
             (fall - 1) * interval,
             fall * interval,
         );
-        let r = reason(&s, "u", &b.addr());
+        let r = s.reason(Kind::Http, "u", &b.addr()).unwrap_or("null");
         assert!(r == "refused" || r == "reset", "reason {r}: {s}");
     });
 }
@@ -346,7 +331,11 @@ fn udp_icmp_port_unreachable_marks_down() {
             (fall - 1) * interval,
             fall * interval,
         );
-        assert_eq!(reason(&s, "u", &b.addr()), "icmp-unreachable", "{s}");
+        assert_eq!(
+            s.reason(Kind::Http, "u", &b.addr()),
+            Some("icmp-unreachable"),
+            "{s}"
+        );
     });
 }
 
@@ -384,7 +373,11 @@ fn udp_with_icmp_dropped_stays_up() {
 
         iptables("-D OUTPUT -p icmp --icmp-type port-unreachable -j DROP");
         let (s, _, _) = wait_down(port, "u", &b.addr(), WAIT);
-        assert_eq!(reason(&s, "u", &b.addr()), "icmp-unreachable", "{s}");
+        assert_eq!(
+            s.reason(Kind::Http, "u", &b.addr()),
+            Some("icmp-unreachable"),
+            "{s}"
+        );
     });
 }
 
@@ -449,7 +442,11 @@ fn sigstopped_backend_with_full_accept_queue_is_down_then_up() {
             "down after {took} ms, bound {} ms: {s}",
             fall * interval + timeout
         );
-        assert_eq!(reason(&s, "u", &child.addr()), "timeout", "{s}");
+        assert_eq!(
+            s.reason(Kind::Http, "u", &child.addr()),
+            Some("timeout"),
+            "{s}"
+        );
 
         child.signal(libc::SIGCONT);
         let resumed = Instant::now();

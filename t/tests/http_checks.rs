@@ -29,12 +29,12 @@ use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
-use healthcheck_t::conf::http_conf_with;
+use healthcheck_t::conf::{http_conf_with, status_server};
 use healthcheck_t::http_backend::{response, HttpBackend, Reply};
 use healthcheck_t::page::{parse_prom, promtool_check};
 use healthcheck_t::{
-    assert_holds, fd_count, free_port, http_get, poll_status_json, status_json, stream_roundtrip,
-    wait_until, Kind, Nginx, Status, UdpBackend, UdpMode,
+    assert_holds, free_port, http_get, poll_status_json, resting_fds, status_json,
+    stream_roundtrip, wait_until, Kind, Nginx, Status, UdpBackend, UdpMode,
 };
 
 /// Long enough for a handful of rounds at the intervals used here.
@@ -93,11 +93,6 @@ fn field<'a>(
     &s.row(kind, upstream, name)[f]
 }
 
-/// `last_failure_reason` of that row (None while null).
-fn reason<'a>(s: &'a Status, kind: Kind, upstream: &str, name: &str) -> Option<&'a str> {
-    s.peer(kind, upstream, name)?["last_failure_reason"].as_str()
-}
-
 /// Whether the peer is up and its last two rounds passed.
 fn passing(s: &Status, kind: Kind, upstream: &str, name: &str) -> bool {
     s.is_up(kind, upstream, name) && s.get_int(kind, upstream, name, "rise") >= Some(2)
@@ -107,7 +102,7 @@ fn passing(s: &Status, kind: Kind, upstream: &str, name: &str) -> bool {
 fn failing(s: &Status, kind: Kind, upstream: &str, name: &str, why: &str) -> bool {
     s.is_down(kind, upstream, name)
         && s.get_int(kind, upstream, name, "fall") >= Some(1)
-        && reason(s, kind, upstream, name) == Some(why)
+        && s.reason(kind, upstream, name) == Some(why)
 }
 
 /// Poll until the peer passes (up, two rounds in a row passed).
@@ -176,11 +171,6 @@ fn http_only(port: u16, upstreams: &str, proxy: bool) -> String {
         locations.push_str("        location / { proxy_pass http://u; }\n");
     }
     http_conf_with(port, upstreams, &locations)
-}
-
-/// An http server with only the status location, for stream tests.
-fn status_server(port: u16) -> String {
-    http_conf_with(port, "", "")
 }
 
 /// Requests per connection of a kept-connection backend once it has
@@ -1194,18 +1184,6 @@ fn udp_expect_and_a_wrong_reply_is_a_mismatch() {
 
 // ---------------------------------------------------------------------------
 // Resources
-
-/// The smallest of a few fd counts of `pid` taken 25 ms apart: a round in
-/// flight holds a socket for a moment, a leaked one stays.
-fn resting_fds(pid: u32) -> usize {
-    (0..8)
-        .map(|_| {
-            thread::sleep(Duration::from_millis(25));
-            fd_count(pid).expect("fd count")
-        })
-        .min()
-        .unwrap()
-}
 
 /// 50 rounds against a peer answering an invalid status line (even with
 /// `reuse=on`) leave the worker's descriptors where they were, and no

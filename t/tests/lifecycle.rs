@@ -20,6 +20,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
+use healthcheck_t::conf::http_conf_with;
 use healthcheck_t::page::{parse_html, parse_prom_page};
 use healthcheck_t::paths::{module_path, nginx_bin};
 use healthcheck_t::ss::ss;
@@ -36,12 +37,6 @@ const WAIT: Duration = Duration::from_secs(5);
 // ---------------------------------------------------------------------------
 // Configuration and status helpers
 // ---------------------------------------------------------------------------
-
-/// An `http {}` block: `upstreams`, then one server on `port` with
-/// `locations` and `/status` (JSON).
-fn http_block(port: u16, upstreams: &str, locations: &str) -> String {
-    healthcheck_t::conf::http_conf_with(port, upstreams, locations)
-}
 
 fn status(port: u16) -> Status {
     status_json(port).unwrap_or_else(|e| panic!("status: {e}"))
@@ -336,7 +331,7 @@ fn reload_keeps_down_peer_unselected_and_up_peer_serving() {
     let dd = Backend::start();
     let port = free_port();
     let conf = |interval: u32| {
-        http_block(
+        http_conf_with(
             port,
             &format!(
                 "upstream held {{ server {}; server {}; check interval={interval} rise=1000 fall=1; }}
@@ -396,7 +391,7 @@ fn reload_carries_counters_and_delays() {
     let bad = Backend::with_mode(Mode::Refuse);
     let port = free_port();
     let conf = |interval: u32| {
-        http_block(
+        http_conf_with(
             port,
             &format!(
                 "upstream u {{ server {}; server {}; check interval={interval} rise=1 fall=1; }}",
@@ -469,7 +464,7 @@ fn same_address_in_two_upstreams_keeps_two_states() {
     let a = Backend::start();
     let refusing = Backend::with_mode(Mode::Refuse);
     let port = free_port();
-    let conf = http_block(
+    let conf = http_conf_with(
         port,
         &format!(
             "upstream one {{ server {a}; check interval=100 rise=1 fall=1 port={rp}; }}
@@ -526,7 +521,7 @@ fn resize_and_reorder_keep_state_by_identity() {
     let (aa, ba) = (a.addr(), b.addr());
     let fill = fillers(50);
     let conf = |peers: &str, check: &str| {
-        http_block(
+        http_conf_with(
             port,
             &format!("upstream u {{ {peers} check interval=100 {check}; }}"),
             "location / { proxy_pass http://u; }",
@@ -605,7 +600,7 @@ fn resize_and_reorder_keep_state_by_identity() {
 
 /// The upstream `u` with one server and `check`.
 fn one_peer(port: u16, addr: &str, check: &str) -> String {
-    http_block(
+    http_conf_with(
         port,
         &format!("upstream u {{ server {addr}; check {check}; }}"),
         "",
@@ -746,7 +741,7 @@ fn blocks_and_upstreams_added_and_removed() {
                 "\n    upstream h2 {{ server {ha}; check interval=100 rise=1000 fall=1000 default_down=true; }}"
             ));
         }
-        let mut body = http_block(port, &ups, "");
+        let mut body = http_conf_with(port, &ups, "");
         if let Some(dd) = stream_default_down {
             body.push_str(&format!(
                 "
@@ -848,7 +843,7 @@ fn generation_counts_successful_reloads_only() {
         ok.addr(),
         bad.addr()
     );
-    let conf = http_block(port, &ups, "location / { proxy_pass http://u; }");
+    let conf = http_conf_with(port, &ups, "location / { proxy_pass http://u; }");
     let mut ng = Nginx::start(&conf);
     let s = poll_status_json(port, WAIT, "ok up, bad down", |s| {
         s.is_up(Http, "u", &ok.addr()) && s.is_down(Http, "u", &bad.addr())
@@ -864,7 +859,7 @@ fn generation_counts_successful_reloads_only() {
 
     // A configuration error.
     ng.reload_expect_failure(
-        &http_block(
+        &http_conf_with(
             port,
             &ups.replace("interval=100", "interval=abc"),
             "location / { proxy_pass http://u; }",
@@ -874,7 +869,7 @@ fn generation_counts_successful_reloads_only() {
     // Zones initialised, then bind() fails (nginx retries for ~2.5 s).
     ng.allow_log("still could not bind()");
     ng.reload_expect_failure(
-        &http_block(
+        &http_conf_with(
             port,
             &format!("{ups}\n    server {{ listen 127.0.0.1:{busy_port}; }}"),
             "location / { proxy_pass http://u; }",
@@ -931,7 +926,7 @@ stream {{
     upstream s {{ server {}; check interval=100 rise=1 fall=1; }}
     server {{ listen 127.0.0.1:{sport}; proxy_pass s; }}
 }}",
-            http_block(port, &ups, ""),
+            http_conf_with(port, &ups, ""),
             sb.addr()
         )
     };
@@ -960,7 +955,7 @@ fn generation_counts_loads_without_any_checked_peer() {
         } else {
             ""
         };
-        http_block(
+        http_conf_with(
             port,
             &format!("upstream h {{ server {}; {check} }}", h.addr()),
             "location / { proxy_pass http://h; }",
@@ -1026,7 +1021,7 @@ fn reload_into_too_small_zone_is_refused() {
     let a = Backend::start();
     let port = free_port();
     let small = |extra: &str, shm: &str| {
-        http_block(
+        http_conf_with(
             port,
             &format!(
                 "{shm}\n    upstream u {{ server {}; {extra} check interval=100 rise=1 fall=1; }}",
@@ -1090,7 +1085,7 @@ stream {{
     upstream st {{ server {}; check interval={INTERVAL} timeout={t} rise=2 fall={FALL}; }}
     server {{ listen 127.0.0.1:{sport}; proxy_pass st; }}
 }}",
-            http_block(
+            http_conf_with(
                 port,
                 &format!(
                     "upstream web {{ server {}; server {}; check interval={INTERVAL} timeout={t} rise=2 fall={FALL}; }}
@@ -1344,7 +1339,7 @@ impl KillSetup {
         let port = free_port();
         let ng = Nginx::builder().workers(2).start(&format!(
             "worker_rlimit_core 0;\n{}",
-            http_block(
+            http_conf_with(
                 port,
                 &format!(
                     "upstream p {{ {} check interval={KILL_INTERVAL} rise=1 fall=1; }}
@@ -1450,7 +1445,7 @@ fn killed_worker_peer_is_checked_again_within_two_intervals() {
 // ---------------------------------------------------------------------------
 
 fn two_peer_conf(port: u16, a: &Backend, b: &Backend, interval: u32) -> String {
-    http_block(
+    http_conf_with(
         port,
         &format!(
             "upstream u {{ server {}; server {}; check interval={interval} rise=1 fall=1; }}",
@@ -1660,7 +1655,7 @@ fn binary_upgrade_keeps_checking_and_never_selects_down_peer() {
     let down = Backend::start();
     let refusing = Backend::with_mode(Mode::Refuse);
     let port = free_port();
-    let d = Daemon::start(&http_block(
+    let d = Daemon::start(&http_conf_with(
         port,
         &format!(
             "upstream up {{ server {}; check interval=100 rise=1 fall=1; }}
@@ -1758,7 +1753,7 @@ fn cache_helper_processes_never_probe() {
     const INTERVAL: u64 = 200;
     let b = Backend::start();
     let port = free_port();
-    let ng = Nginx::builder().log_level("debug").start(&http_block(
+    let ng = Nginx::builder().log_level("debug").start(&http_conf_with(
         port,
         &format!(
             "proxy_cache_path cache keys_zone=hc_cache:1m;

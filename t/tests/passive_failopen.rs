@@ -1,14 +1,12 @@
 //! `passive_fall` and `check_fail_open` with real traffic (docs/operations.md, Passive failures and Fail-open), each in the patched nginx and in stock mode.
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use common::{Peers, Role, Row};
 use healthcheck_t::paths::{patched_bin, stock_bin};
-use healthcheck_t::{http_get, poll_status_json, status_json, Builder, Kind, Nginx};
+use healthcheck_t::peers::{Peers, Role};
+use healthcheck_t::{http_get, poll_status_json, status_json, Builder, Kind, Nginx, Row};
 
 const LONG: Duration = Duration::from_secs(10);
 

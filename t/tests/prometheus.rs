@@ -23,6 +23,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use healthcheck_t::conf::http_conf_with;
 use healthcheck_t::http_backend::{HttpBackend, Reply};
 use healthcheck_t::page::{parse_prom, parse_prom_page, promtool_check, Fmt, Sample, PEER_LABELS};
 use healthcheck_t::{
@@ -384,17 +385,11 @@ fn assert_peer_labels(series: &[Sample], check: Check, what: &str) {
 /// Prometheus page at `/metrics` (lean by default) and `/full` (the
 /// directive's `histogram=on`).
 fn http_block(port: u16, upstreams: &str) -> String {
-    format!(
-        "http {{
-    access_log off;
-{upstreams}
-    server {{
-        listen 127.0.0.1:{port};
-        location /status {{ healthcheck_status json; }}
-        location /metrics {{ healthcheck_status prometheus; }}
-        location /full {{ healthcheck_status prometheus histogram=on; }}
-    }}
-}}"
+    http_conf_with(
+        port,
+        upstreams,
+        "        location /metrics { healthcheck_status prometheus; }
+        location /full { healthcheck_status prometheus histogram=on; }",
     )
 }
 

@@ -7,7 +7,7 @@
 //! (`name` the address, `server` the name as written), checked like a
 //! static peer; the rows follow what nginx resolves (added, kept, removed)
 //! and keep their state across re-resolution and `nginx -s reload`. The
-//! backends sit on addresses of a random `127.a.b.0/24` ([`common::Net`]),
+//! backends sit on addresses of a random `127.a.b.0/24` ([`healthcheck_t::peers::Net`]),
 //! all on one port, and answer with their own address, and every proxied
 //! response carries nginx's `$upstream_addr` (every address nginx tried)
 //! in `X-Upstream`.
@@ -15,20 +15,18 @@
 //! The whole file is skipped (each test returns at once, saying why) when
 //! the nginx under test is older than 1.27.3, which has no `resolve`.
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::sync::OnceLock;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::Net;
 use healthcheck_t::conf::http_conf;
 use healthcheck_t::dns::Dns;
 use healthcheck_t::http_backend::{response, HttpBackend, Reply};
 use healthcheck_t::nginx::nginx_version;
 use healthcheck_t::paths::nginx_bin;
+use healthcheck_t::peers::Net;
 use healthcheck_t::tls::{ClientAuth, Pki, TlsBackend, SERVER_NAME};
 use healthcheck_t::wait::POLL_STEP;
 use healthcheck_t::{

@@ -9,33 +9,14 @@
 //! below allow a few hundred ms of lateness per round, yet each fails by a
 //! wide margin if the parameter were ignored.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::start_nginx;
+use healthcheck_t::conf::web_conf;
 use healthcheck_t::wait::wait_for;
 use healthcheck_t::{free_port, poll_status_json, Backend, Kind, Mode, Nginx};
 
 /// How long any single phase may take before the test gives up.
 const LONG: Duration = Duration::from_secs(30);
-
-fn conf(port: u16, backends: &[&Backend], check: &str) -> String {
-    let servers: String = backends
-        .iter()
-        .map(|b| format!("server {}; ", b.addr()))
-        .collect();
-    format!(
-        "http {{
-    access_log off;
-    upstream web {{ {servers}{check} }}
-    server {{
-        listen 127.0.0.1:{port};
-        location /status {{ healthcheck_status json; }}
-    }}
-}}"
-    )
-}
 
 /// The first `n` probe arrivals at `b` at or after `since`, waiting for
 /// them as long as [`LONG`].
@@ -85,13 +66,13 @@ fn down_interval_paces_a_down_peer_and_interval_returns_when_it_is_up() {
     const DOWN_GAPS: usize = 5;
     const UP_GAPS: usize = 6;
     let b = Backend::start();
-    let (ng, port) = start_nginx(&Nginx::builder().workers(2), || {
+    let (ng, port) = Nginx::builder().workers(2).start_with(|| {
         let port = free_port();
         let check = format!(
             "check type=http interval={INTERVAL} timeout=150 down_interval={DOWN} \
              fall={FALL} rise=1;"
         );
-        (conf(port, &[&b], &check), port)
+        (web_conf(port, &[&b], &check), port)
     });
     poll_status_json(port, LONG, "two good rounds", |s| {
         is_up(s, &b) && s.checks(Kind::Http, "web", &b.addr()) >= 2
@@ -166,10 +147,10 @@ fn jitter_spreads_probes_without_drift() {
     const JITTER: u64 = 200;
     const GAPS: usize = 20;
     let (b1, b2) = (Backend::start(), Backend::start());
-    let (ng, port) = start_nginx(&Nginx::builder().workers(2), || {
+    let (ng, port) = Nginx::builder().workers(2).start_with(|| {
         let port = free_port();
         let check = format!("check interval={INTERVAL} jitter={JITTER} fall=100 rise=1;");
-        (conf(port, &[&b1, &b2], &check), port)
+        (web_conf(port, &[&b1, &b2], &check), port)
     });
     poll_status_json(port, LONG, "a round of each peer", |s| {
         [&b1, &b2]
@@ -236,12 +217,12 @@ fn a_peer_starting_down_is_first_probed_within_the_shorter_interval() {
     const DOWN: u64 = 60_000;
     let b = Backend::start();
     let started = Instant::now();
-    let (ng, port) = start_nginx(&Nginx::builder(), || {
+    let (ng, port) = Nginx::builder().start_with(|| {
         let port = free_port();
         let check = format!(
             "check interval={INTERVAL} down_interval={DOWN} default_down=true rise=1 fall=1;"
         );
-        (conf(port, &[&b], &check), port)
+        (web_conf(port, &[&b], &check), port)
     });
     let first = probes_since(&b, started, 1)[0] - started;
     poll_status_json(port, LONG, "peer up", |s| is_up(s, &b));

@@ -14,7 +14,7 @@ use std::io::{Read, Write};
 use std::net::{Ipv4Addr, TcpStream};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use healthcheck_t::client::{exchange, parse_response, read_response};
 use healthcheck_t::page::{
@@ -22,8 +22,8 @@ use healthcheck_t::page::{
     Row, Sample, CSV_BASE_HEADER, CSV_OUR_COLUMNS, PEER_LABELS,
 };
 use healthcheck_t::{
-    connect, connect_from, free_port, http_request, poll_status_json, wait::try_wait_for, Backend,
-    Kind, Mode, Nginx, Response, Status, UdpBackend,
+    connect, connect_from, free_port, http_request, poll_status_json, unix_ms, wait::try_wait_for,
+    Backend, Kind, Mode, Nginx, Response, Status, UdpBackend,
 };
 use serde_json::Value;
 
@@ -633,13 +633,6 @@ fn head_and_methods() {
 }
 
 // ---------------------------------------------------------------------------
-
-fn unix_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64
-}
 
 /// Exact JSON fields for http and stream rows: index, upstream, name,
 /// status, type, port, rise/fall, delays, our counters, generation == 1.

@@ -6,13 +6,11 @@
 //! Needs the unpatched nginx of the module's version (`NGINX_STOCK=1
 //! scripts/build`; scripts/test sets `NGINX_STOCK_BIN`).
 
-mod common;
-
 use std::time::Duration;
 
-use common::{Peers, Role, Row};
 use healthcheck_t::paths::{patched_bin, stock_bin};
-use healthcheck_t::{http_get, poll_status_json, Builder, Kind};
+use healthcheck_t::peers::{Peers, Role};
+use healthcheck_t::{http_get, poll_status_json, Builder, Kind, Row};
 
 const NOTICE: &str = "ngx_healthcheck_module: nginx has no balancer hook patch, enforcing \
                       checks through the peers' \"down\" flag";

@@ -6,7 +6,9 @@
 use std::time::Duration;
 
 use healthcheck_t::tls::{ClientAuth, Pki, TlsBackend, SERVER_NAME};
-use healthcheck_t::{poll_status_json, status_json, Backend, Builder, Kind, Mode, Nginx, Status};
+use healthcheck_t::{
+    poll_status_json, resting_fds, status_json, Backend, Builder, Kind, Mode, Nginx, Status,
+};
 
 const LONG: Duration = Duration::from_secs(10);
 
@@ -21,21 +23,10 @@ fn start(http_upstreams: &str, stream: &str) -> (Nginx, u16) {
     (Builder::default().start(&body), port)
 }
 
-fn row<'a>(s: &'a Status, kind: Kind, ups: &str, name: &str) -> &'a serde_json::Value {
-    s.row(kind, ups, name)
-}
-
 fn wait_status(port: u16, kind: Kind, ups: &str, name: &str, want: &str) -> Status {
     poll_status_json(port, LONG, format!("{ups} {name} {want}"), |s| {
         s.peer_status(kind, ups, name) == Some(want) && s.checks(kind, ups, name) >= 2
     })
-}
-
-fn reason(s: &Status, kind: Kind, ups: &str, name: &str) -> String {
-    row(s, kind, ups, name)["last_failure_reason"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string()
 }
 
 /// https and tls checks of a healthy TLS server are up; the https check's
@@ -67,7 +58,7 @@ fn healthy_tls_servers_are_up_with_sni_and_resumption() {
     wait_status(port, Kind::Http, "raw", &tls, "up");
     let s = wait_status(port, Kind::Stream, "s", &tls, "up");
     assert_eq!(
-        row(&s, Kind::Stream, "s", &tls)["type"],
+        s.row(Kind::Stream, "s", &tls)["type"],
         "tls",
         "ssl_hello is tls: {s}"
     );
@@ -91,9 +82,9 @@ fn healthy_tls_servers_are_up_with_sni_and_resumption() {
         b.tls_sessions().iter().filter(|h| h.resumed).count() >= 3
     });
     let s = poll_status_json(port, LONG, "resumptions counted", |s| {
-        row(s, Kind::Http, "web", &https)["tls_resumed"].as_i64() >= Some(3)
+        s.row(Kind::Http, "web", &https)["tls_resumed"].as_i64() >= Some(3)
     });
-    let resumed = row(&s, Kind::Http, "web", &https)["tls_resumed"]
+    let resumed = s.row(Kind::Http, "web", &https)["tls_resumed"]
         .as_i64()
         .unwrap();
     assert!(
@@ -101,7 +92,7 @@ fn healthy_tls_servers_are_up_with_sni_and_resumption() {
         "the first round is full: {s}"
     );
     assert!(
-        row(&s, Kind::Http, "raw", &tls)["tls_resumed"].as_i64() >= Some(1),
+        s.row(Kind::Http, "raw", &tls)["tls_resumed"].as_i64() >= Some(1),
         "{s}"
     );
     let sessions = b.tls_sessions();
@@ -138,8 +129,8 @@ fn silent_server_times_the_handshake_out() {
         let (ng, port) = one(&b.addr(), &format!("type={ty} timeout=150"), "");
         let s = wait_status(port, Kind::Http, "u", &b.addr(), "down");
         assert_eq!(
-            reason(&s, Kind::Http, "u", &b.addr()),
-            "timeout",
+            s.reason(Kind::Http, "u", &b.addr()),
+            Some("timeout"),
             "{ty}: {s}"
         );
         assert!(down_line(&ng, &b.addr()).contains("timed out"), "{ty}");
@@ -155,7 +146,11 @@ fn plain_port_fails_the_handshake() {
     for ty in ["tls", "https"] {
         let (ng, port) = one(&b.addr(), &format!("type={ty}"), "");
         let s = wait_status(port, Kind::Http, "u", &b.addr(), "down");
-        assert_eq!(reason(&s, Kind::Http, "u", &b.addr()), "tls", "{ty}: {s}");
+        assert_eq!(
+            s.reason(Kind::Http, "u", &b.addr()),
+            Some("tls"),
+            "{ty}: {s}"
+        );
         let line = down_line(&ng, &b.addr());
         assert!(
             line.contains("TLS handshake failed: SSL_do_handshake() failed (SSL: error:")
@@ -203,8 +198,8 @@ fn verification_of_chain_and_name() {
             Some(words) => {
                 let s = wait_status(port, Kind::Http, "u", &addr, "down");
                 assert_eq!(
-                    reason(&s, Kind::Http, "u", &addr),
-                    "tls-verify",
+                    s.reason(Kind::Http, "u", &addr),
+                    Some("tls-verify"),
                     "{what}: {s}"
                 );
                 let line = down_line(&ng, &addr);
@@ -236,7 +231,7 @@ fn client_certificate() {
         let addr = format!("127.0.0.1:{port}");
         let (ng, status) = one(&addr, &format!("type={ty}"), "");
         let s = wait_status(status, Kind::Http, "u", &addr, "down");
-        let r = reason(&s, Kind::Http, "u", &addr);
+        let r = s.reason(Kind::Http, "u", &addr).unwrap_or_default();
         // TLS 1.3: the client's side of the handshake completes before
         // the server looks at the (empty) certificate; nginx as the server
         // then answers https with 400 ("No required SSL certificate was
@@ -245,7 +240,7 @@ fn client_certificate() {
             "https" => &["tls", "status"],
             _ => &["tls", "closed"],
         };
-        assert!(expected.contains(&r.as_str()), "{ty}: {s}");
+        assert!(expected.contains(&r), "{ty}: {s}");
         ng.check_log();
         let (ng, status) = one(&addr, &format!("type={ty}"), &with_cert);
         wait_status(status, Kind::Http, "u", &addr, "up");
@@ -313,18 +308,6 @@ fn https_backend_closing_idle_connections_stays_up() {
     assert!(reqs.iter().skip(1).all(|h| h.resumed), "{reqs:?}");
     assert!(!ng.log_contains("is down"), "{}", ng.log());
     ng.check_log();
-}
-
-/// The smallest of a few fd counts of `pid` taken 25 ms apart: a round in
-/// flight holds a socket for a moment, a leaked one stays.
-fn resting_fds(pid: u32) -> usize {
-    (0..8)
-        .map(|_| {
-            std::thread::sleep(Duration::from_millis(25));
-            healthcheck_t::fd_count(pid).expect("fd count")
-        })
-        .min()
-        .unwrap()
 }
 
 /// 8 reloads while TLS checks run, handshakes in flight among them (a

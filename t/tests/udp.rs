@@ -19,6 +19,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
+use healthcheck_t::conf::status_server;
 use healthcheck_t::{
     free_port, http_get, poll_status_json, status_json, wait_until, Backend, Kind, Nginx, Status,
     UdpBackend, UdpMode,
@@ -31,19 +32,6 @@ const WAIT: Duration = Duration::from_secs(10);
 
 // ---------------------------------------------------------------------------
 // helpers
-
-/// An http server with only the status location, for stream-only tests.
-fn status_server(port: u16) -> String {
-    format!(
-        "http {{
-    access_log off;
-    server {{
-        listen 127.0.0.1:{port};
-        location /status {{ healthcheck_status json; }}
-    }}
-}}"
-    )
-}
 
 /// One client datagram through the nginx UDP proxy on `port`; the reply,
 /// or the error after `timeout` without one.

@@ -39,6 +39,8 @@ use std::process::ExitCode;
 use std::ptr;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use healthcheck_t::unix_ms;
+
 const USAGE: &str = "usage: bench-sink sink --listeners N [--base ADDR] [--port P] [--backlog N] \
                      --ready FILE --buckets FILE\n       \
                      bench-sink connect-loop --port P --listeners N [--base ADDR] --rate R \
@@ -188,10 +190,6 @@ fn clock_ns(clock: libc::clockid_t) -> u64 {
 
 fn mono_ns() -> u64 {
     clock_ns(libc::CLOCK_MONOTONIC)
-}
-
-fn unix_ms() -> u64 {
-    clock_ns(libc::CLOCK_REALTIME) / 1_000_000
 }
 
 /// User + system CPU time of this process, µs.

@@ -358,7 +358,7 @@ fn detection(cfg: &Config, interval: u64, fault: Fault, out: &mut Vec<String>) {
         });
         thread::sleep(Duration::from_millis(random_below(interval)));
         let _ = access_since(&access, &mut offset);
-        let fault_unix = super::unix_ms();
+        let fault_unix = healthcheck_t::unix_ms();
         let before = Instant::now();
         b.inject(fault);
         let after = Instant::now();

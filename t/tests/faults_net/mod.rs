@@ -15,7 +15,7 @@
 
 use std::fs;
 use std::io::{self, BufRead, BufReader, Read, Write};
-use std::net::{Ipv4Addr, Shutdown, TcpListener, TcpStream};
+use std::net::{Ipv4Addr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
@@ -246,18 +246,11 @@ impl Drop for Sink {
 // ---------------------------------------------------------------------------
 // a backend in its own process
 
-/// Environment variable that turns the test binary into a child backend
-/// (see [`child_main`]): `"<port> <backlog>"`.
-pub const CHILD_ENV: &str = "HC_T_FAULTS_CHILD";
-/// The test function that runs [`child_main`] (see `tests/faults.rs`).
-pub const CHILD_TEST: &str = "child_backend_process";
-const CHILD_MARK: &str = "HC_T_FAULTS_CHILD_PORT=";
-
-/// A TCP backend running as a separate process (this test binary run
-/// again as [`CHILD_TEST`]), so it can be SIGSTOPped or SIGKILLed. It
-/// listens on `127.0.0.1:<port>` with the given backlog and answers any
-/// HTTP request `200` with the body `child`; connections that send nothing
-/// (checks) are held until the peer closes them or 5 s pass.
+/// A TCP backend running as a separate process (t/'s `child-backend`
+/// binary, src/bin/child-backend.rs), so it can be SIGSTOPped or
+/// SIGKILLed. It listens on `127.0.0.1:<port>` with the given backlog and
+/// answers any HTTP request `200` with the body `child`; connections that
+/// send nothing (checks) are held until the peer closes them or 5 s pass.
 pub struct ChildBackend {
     child: Child,
     _stdout: BufReader<ChildStdout>,
@@ -267,10 +260,8 @@ pub struct ChildBackend {
 impl ChildBackend {
     /// Start one on `port` (0: any) with listen `backlog`.
     pub fn spawn(port: u16, backlog: i32) -> ChildBackend {
-        let exe = std::env::current_exe().expect("current_exe");
-        let mut cmd = Command::new(exe);
-        cmd.args([CHILD_TEST, "--exact", "--nocapture", "--test-threads=1"])
-            .env(CHILD_ENV, format!("{port} {backlog}"))
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_child-backend"));
+        cmd.args([port.to_string(), backlog.to_string()])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::null());
@@ -294,21 +285,12 @@ impl ChildBackend {
         let mut child = cmd.spawn().expect("spawn child backend");
         let mut stdout = BufReader::new(child.stdout.take().expect("child stdout"));
         let mut line = String::new();
-        let port = loop {
-            line.clear();
-            let n = stdout.read_line(&mut line).expect("read child stdout");
-            if n == 0 {
-                let status = child.wait();
-                panic!("child backend exited before listening: {status:?}");
-            }
-            // libtest prints "test <name> ... " before the test's output.
-            if let Some(i) = line.find(CHILD_MARK) {
-                break line[i + CHILD_MARK.len()..]
-                    .trim()
-                    .parse()
-                    .expect("child port");
-            }
-        };
+        let n = stdout.read_line(&mut line).expect("read child stdout");
+        if n == 0 {
+            let status = child.wait();
+            panic!("child backend exited before listening: {status:?}");
+        }
+        let port = line.trim().parse().expect("child port");
         ChildBackend {
             child,
             _stdout: stdout,
@@ -349,52 +331,6 @@ impl Drop for ChildBackend {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-/// The child side of [`ChildBackend`]; returns only if [`CHILD_ENV`] is unset.
-pub fn child_main() {
-    let Ok(spec) = std::env::var(CHILD_ENV) else {
-        return;
-    };
-    let mut it = spec.split_whitespace();
-    let port: u16 = it.next().and_then(|v| v.parse().ok()).expect("child port");
-    let backlog: i32 = it
-        .next()
-        .and_then(|v| v.parse().ok())
-        .expect("child backlog");
-    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, port)).expect("child: bind");
-    // SAFETY: listen(2) again on a listening socket only changes its backlog.
-    let rc = unsafe { libc::listen(listener.as_raw_fd(), backlog) };
-    assert_eq!(rc, 0, "child: listen: {}", io::Error::last_os_error());
-    let port = listener.local_addr().expect("child: local_addr").port();
-    println!("{CHILD_MARK}{port}");
-    io::stdout().flush().expect("child: flush");
-    for conn in listener.incoming() {
-        let Ok(s) = conn else { continue };
-        let _ = thread::Builder::new().spawn(move || serve_child(s));
-    }
-}
-
-fn serve_child(mut s: TcpStream) {
-    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 2048];
-    loop {
-        match s.read(&mut chunk) {
-            Ok(0) | Err(_) => return,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-        }
-        if buf.windows(4).any(|w| w == b"\r\n\r\n") {
-            break;
-        }
-    }
-    let _ = s.write_all(
-        b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 5\r\n\
-          Connection: close\r\n\r\nchild",
-    );
-    let _ = s.shutdown(Shutdown::Write);
-    // Let the proxy read the response before the socket closes.
-    let _ = s.read(&mut chunk);
 }
 
 // ---------------------------------------------------------------------------
@@ -502,13 +438,6 @@ pub fn max_per_second(lines: &[String]) -> usize {
 
 /// Shared, growable log of events for threads.
 pub type Shared<T> = Arc<Mutex<T>>;
-
-/// Now as unix milliseconds.
-pub fn unix_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
 
 /// Elapsed milliseconds between two instants (0 if `b` is earlier).
 pub fn ms(a: Instant, b: Instant) -> u64 {

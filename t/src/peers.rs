@@ -1,21 +1,18 @@
-//! Helpers shared by the `checks_*` tests (each test binary uses a subset).
+//! Peers on their own loopback addresses, for tests that must fail the
+//! check of ONE peer while its traffic port keeps serving.
 //!
-//! The harness's [`healthcheck_t::Backend`] listens on `127.0.0.1` only.
+//! The harness's [`crate::Backend`] listens on `127.0.0.1` only.
 //! `check port=N` is a parameter of the whole upstream, so with every peer
 //! on `127.0.0.1` all their probes would land on the same `127.0.0.1:N`.
-//! To fail the check of ONE peer while its traffic port keeps serving, the
-//! peers here live on distinct loopback addresses of a random `127.a.b.0/24`
-//! ([`Net`]): peer `k` serves traffic on `127.a.b.k:<its port>` ([`Server`])
-//! and is probed on `127.a.b.k:N` ([`Switch`]), which the test flips between
-//! accepting and refusing. Linux routes all of `127.0.0.0/8` to `lo`, and a
-//! random `/24` per test keeps parallel tests off each other's ports.
+//! Here the peers live on distinct loopback addresses of a random
+//! `127.a.b.0/24` ([`Net`]): peer `k` serves traffic on `127.a.b.k:<its
+//! port>` ([`Server`]) and is probed on `127.a.b.k:N` ([`Switch`]), which
+//! the test flips between accepting and refusing ([`Peers`] sets up `n`
+//! of them). Linux routes all of `127.0.0.0/8` to `lo`, and a random `/24`
+//! per test keeps parallel tests off each other's ports. [`UnixServer`]
+//! is a unix-socket peer.
 
-#![allow(dead_code)]
-
-use std::collections::hash_map::RandomState;
-use std::collections::BTreeMap;
 use std::fmt;
-use std::hash::{BuildHasher, Hasher};
 use std::io::{self, Read, Write};
 use std::net::{Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::os::unix::fs::PermissionsExt;
@@ -24,30 +21,15 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use healthcheck_t::wait::try_wait_for;
-use healthcheck_t::{status_json, Kind, Status};
+use crate::random_u64;
+use crate::wait::try_wait_for;
 
 /// How often the listener threads here look for new connections.
 const ACCEPT_STEP: Duration = Duration::from_millis(2);
 /// Budget of one served request.
 const IO_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// A uniformly random 64-bit value (std's randomly keyed SipHash over the
-/// time, pid and a counter; good enough to pick addresses).
-pub fn random_u64() -> u64 {
-    static COUNTER: AtomicUsize = AtomicUsize::new(0);
-    let mut h = RandomState::new().build_hasher();
-    h.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos()),
-    );
-    h.write_u32(std::process::id());
-    h.write_usize(COUNTER.fetch_add(1, Ordering::SeqCst));
-    h.finish()
-}
 
 /// A random loopback `/24`, `127.a.b.0` with `a >= 1` (clients connecting
 /// to it get the source address `127.0.0.1`, so nothing else binds here).
@@ -58,6 +40,7 @@ pub struct Net {
 }
 
 impl Net {
+    /// A random one.
     pub fn random() -> Net {
         let r = random_u64();
         Net {
@@ -92,14 +75,17 @@ pub struct Stats {
 }
 
 impl Stats {
+    /// Connections accepted.
     pub fn accepted(&self) -> usize {
         self.accepted.load(Ordering::SeqCst)
     }
 
+    /// Requests answered ([`Role::Http`], [`Role::Raw`]).
     pub fn requests(&self) -> usize {
         self.requests.load(Ordering::SeqCst)
     }
 
+    /// Both back to 0.
     pub fn reset(&self) {
         self.accepted.store(0, Ordering::SeqCst);
         self.requests.store(0, Ordering::SeqCst);
@@ -150,6 +136,7 @@ impl Server {
         })
     }
 
+    /// The address it listens on.
     pub fn addr(&self) -> SocketAddr {
         self.addr
     }
@@ -160,6 +147,7 @@ impl Server {
         name_of(self.addr)
     }
 
+    /// Its counters.
     pub fn stats(&self) -> &Stats {
         &self.stats
     }
@@ -286,6 +274,7 @@ impl Switch {
         })
     }
 
+    /// The address it listens on (when serving).
     pub fn addr(&self) -> SocketAddr {
         self.addr
     }
@@ -312,6 +301,7 @@ impl Switch {
         self.server.lock().unwrap().take();
     }
 
+    /// Its counters (across switches).
     pub fn stats(&self) -> &Stats {
         &self.stats
     }
@@ -320,12 +310,16 @@ impl Switch {
 /// `n` peers on one random [`Net`]: peer `i` serves traffic on
 /// `127.a.b.(i+1):<port>` and is checked on `127.a.b.(i+1):check_port`.
 pub struct Peers {
+    /// Peer `i`'s traffic listener.
     pub traffic: Vec<Server>,
+    /// Peer `i`'s check listener.
     pub checks: Vec<Switch>,
+    /// The port of every check listener (`check port=`).
     pub check_port: u16,
 }
 
 impl Peers {
+    /// `n` peers serving traffic as `role`, their checks passing.
     pub fn start(n: usize, role: Role) -> Peers {
         for _ in 0..20 {
             if let Ok(p) = Peers::try_start(n, role, Net::random()) {
@@ -353,6 +347,8 @@ impl Peers {
         })
     }
 
+    /// How many.
+    #[allow(clippy::len_without_is_empty)]
     pub fn len(&self) -> usize {
         self.traffic.len()
     }
@@ -362,6 +358,7 @@ impl Peers {
         self.traffic[i].name()
     }
 
+    /// Every peer's [`Peers::name`].
     pub fn names(&self) -> Vec<String> {
         self.traffic.iter().map(Server::name).collect()
     }
@@ -376,6 +373,7 @@ impl Peers {
         self.traffic.iter().map(|s| s.stats().accepted()).collect()
     }
 
+    /// Reset the traffic listeners' counters.
     pub fn reset_traffic(&self) {
         for s in &self.traffic {
             s.stats().reset();
@@ -393,6 +391,7 @@ pub struct UnixServer {
 }
 
 impl UnixServer {
+    /// Listen at a fresh temp path.
     pub fn start() -> UnixServer {
         let path = std::env::temp_dir().join(format!("hc-t-{:016x}.sock", random_u64()));
         let mut s = UnixServer {
@@ -404,6 +403,7 @@ impl UnixServer {
         s
     }
 
+    /// The socket's path.
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -413,10 +413,12 @@ impl UnixServer {
         format!("unix:{}", self.path.display())
     }
 
+    /// Connections accepted so far.
     pub fn accepted(&self) -> usize {
         self.accepted.load(Ordering::SeqCst)
     }
 
+    /// Close the listener (the path stays: connects are refused).
     pub fn stop(&mut self) {
         if let Some((stop, t)) = self.running.take() {
             stop.store(true, Ordering::SeqCst);
@@ -424,6 +426,7 @@ impl UnixServer {
         }
     }
 
+    /// Listen again at the same path.
     pub fn start_again(&mut self) {
         self.stop();
         let _ = std::fs::remove_file(&self.path);
@@ -459,192 +462,5 @@ impl Drop for UnixServer {
     fn drop(&mut self) {
         self.stop();
         let _ = std::fs::remove_file(&self.path);
-    }
-}
-
-// ---------------------------------------------------------------------
-// Status rows
-
-/// Identifies one status row.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Row {
-    pub kind: KindKey,
-    pub upstream: String,
-    pub name: String,
-}
-
-/// [`Kind`] with an ordering, for maps.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum KindKey {
-    Http,
-    Stream,
-}
-
-impl KindKey {
-    pub fn kind(self) -> Kind {
-        match self {
-            KindKey::Http => Kind::Http,
-            KindKey::Stream => Kind::Stream,
-        }
-    }
-}
-
-impl From<Kind> for KindKey {
-    fn from(k: Kind) -> Self {
-        match k {
-            Kind::Http => KindKey::Http,
-            Kind::Stream => KindKey::Stream,
-        }
-    }
-}
-
-impl Row {
-    pub fn new(kind: Kind, upstream: &str, name: &str) -> Row {
-        Row {
-            kind: kind.into(),
-            upstream: upstream.to_string(),
-            name: name.to_string(),
-        }
-    }
-
-    pub fn status<'a>(&self, s: &'a Status) -> Option<&'a str> {
-        s.peer_status(self.kind.kind(), &self.upstream, &self.name)
-    }
-
-    /// An integer field of the row (`checks`, `rise`, `fall`, ...); -1 if
-    /// the row or the field is absent.
-    pub fn int(&self, s: &Status, key: &str) -> i64 {
-        s.get_int(self.kind.kind(), &self.upstream, &self.name, key)
-            .unwrap_or(-1)
-    }
-}
-
-impl fmt::Display for Row {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:?} {} {}", self.kind, self.upstream, self.name)
-    }
-}
-
-/// When a row was first seen holding, as durations since `since`: after
-/// `after` (the request for the last page on which it did not hold yet; 0
-/// if none did) and by `by` (the answer of the first page on which it did).
-/// The two are a poll apart unless the test was slowed down.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Seen {
-    pub after: Duration,
-    pub by: Duration,
-}
-
-/// Poll the status page until `pred` has held for every row in `rows`;
-/// returns, per row, when after `since` it was first seen holding.
-/// Panics after `timeout` with the rows still waiting and the last page.
-pub fn first_seen(
-    port: u16,
-    since: Instant,
-    timeout: Duration,
-    what: &str,
-    rows: &[Row],
-    mut pred: impl FnMut(&Row, &Status) -> bool,
-) -> BTreeMap<Row, Seen> {
-    let mut seen = BTreeMap::new();
-    let mut not_yet = Duration::ZERO;
-    let mut last = String::from("no status yet");
-    let done = try_wait_for(timeout, || {
-        let asked = since.elapsed();
-        match status_json(port) {
-            Ok(s) => {
-                let by = since.elapsed();
-                for r in rows {
-                    if !seen.contains_key(r) && pred(r, &s) {
-                        seen.insert(r.clone(), Seen { after: not_yet, by });
-                    }
-                }
-                not_yet = asked;
-                last = s.to_string();
-            }
-            Err(e) => last = e,
-        }
-        (seen.len() == rows.len()).then_some(())
-    });
-    if done.is_none() {
-        let waiting: Vec<String> = rows
-            .iter()
-            .filter(|r| !seen.contains_key(*r))
-            .map(Row::to_string)
-            .collect();
-        panic!("timed out after {timeout:?} waiting for {what}: still waiting for {waiting:?}; last status: {last}");
-    }
-    seen
-}
-
-/// Assert that what was first seen at `at` happened within `[lo, hi]`:
-/// fails only when the pages prove it came earlier (seen by `at.by < lo`)
-/// or later (not yet after `at.after > hi`).
-pub fn assert_within(at: Seen, lo: Duration, hi: Duration, what: impl fmt::Display) {
-    assert!(
-        at.by >= lo && at.after <= hi,
-        "{what}: observed after {:?} and by {:?}, expected within [{lo:?}, {hi:?}]",
-        at.after,
-        at.by
-    );
-}
-
-pub fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
-
-// ---------------------------------------------------------------------
-// Starting nginx
-
-/// `n` distinct ports from [`healthcheck_t::free_port`].
-pub fn free_ports(n: usize) -> Vec<u16> {
-    let mut ports: Vec<u16> = Vec::with_capacity(n);
-    while ports.len() < n {
-        let p = healthcheck_t::free_port();
-        if !ports.contains(&p) {
-            ports.push(p);
-        }
-    }
-    ports
-}
-
-/// Start nginx with the configuration `make` returns (with whatever it
-/// wants back, typically the ports it took from [`healthcheck_t::free_port`]).
-///
-/// `free_port` releases the port before nginx binds it. Nothing on the
-/// host takes such a port unasked, but another process could pick the same
-/// one at the same moment, and nginx then fails with "Address already in
-/// use" (after its own bind retries; a retry that succeeded leaves
-/// `[emerg]` lines, allowed here). Then `make` runs again for fresh ports
-/// (up to 3 attempts); any other failure propagates.
-pub fn start_nginx<T>(
-    builder: &healthcheck_t::Builder,
-    mut make: impl FnMut() -> (String, T),
-) -> (healthcheck_t::Nginx, T) {
-    use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
-    let mut attempt = 1;
-    loop {
-        let (conf, extra) = make();
-        match catch_unwind(AssertUnwindSafe(|| builder.start(&conf))) {
-            Ok(ng) => {
-                // nginx retries bind() itself; when a retry succeeded the
-                // failed attempts stay in the log as [emerg].
-                ng.allow_log("failed (98: Address already in use)");
-                return (ng, extra);
-            }
-            Err(e) => {
-                let msg = e
-                    .downcast_ref::<String>()
-                    .cloned()
-                    .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
-                    .unwrap_or_default();
-                if attempt < 3 && msg.contains("Address already in use") {
-                    eprintln!("note: nginx lost a listen port to a race, retrying: {msg}");
-                    attempt += 1;
-                    continue;
-                }
-                resume_unwind(e);
-            }
-        }
     }
 }
