@@ -36,6 +36,11 @@ pub struct MainConf {
     pub matches: MatchBlocks,
     /// `check_state_file`: the full path.
     pub state_file: Setting<Vec<u8>>,
+    /// The context's upstreams that may want the migration notice
+    /// (`crate::finish`).
+    pub migration: cc::migration::Candidates,
+    /// http: a `check_status` (under any of its names) is in the context.
+    pub check_status: bool,
 }
 
 impl Default for MainConf {
@@ -45,6 +50,8 @@ impl Default for MainConf {
             zone: ptr::null_mut(),
             matches: MatchBlocks::default(),
             state_file: Setting::default(),
+            migration: Default::default(),
+            check_status: false,
         }
     }
 }
@@ -75,8 +82,9 @@ pub struct HttpConf {
 #[derive(Default)]
 pub struct UpsConf {
     pub check: Setting<CheckConf>,
-    /// The `check` names `default_down` (the C modules' default differs).
-    pub default_down_given: bool,
+    /// Which parameters the `check` line writes out (where the C modules'
+    /// defaults differ).
+    pub written: cc::Written,
     pub keepalive_requests: Setting<u32>,
     pub vnswrr: Option<VnswrrConf>,
     pub http: HttpConf,
@@ -100,6 +108,52 @@ pub struct LocConf {
     pub status: Option<cc::StatusConf>,
     /// `healthcheck_admin`.
     pub admin: bool,
+    /// The directive that made this location (or server) a page of the
+    /// module: one per location.
+    pub handler: Option<&'static str>,
+}
+
+impl LocConf {
+    /// Make the location `name`'s page, refusing a second page directive.
+    fn claim(&mut self, name: &'static str) -> Result<(), ConfError> {
+        match self.handler {
+            None => {
+                self.handler = Some(name);
+                Ok(())
+            }
+            Some(earlier) if earlier == name => {
+                Err(ConfError(format!("\"{name}\" directive is duplicate")))
+            }
+            // The admin endpoint named last, as nginx -t always said.
+            Some(earlier) => {
+                let (a, b) = if name == "healthcheck_admin" {
+                    (earlier, name)
+                } else {
+                    (name, earlier)
+                };
+                Err(ConfError(format!(
+                    "\"{a}\" and \"{b}\" cannot share a location"
+                )))
+            }
+        }
+    }
+}
+
+/// The page directives' names as registered (`LocConf::claim`).
+fn page_name(args: &[&[u8]]) -> &'static str {
+    const NAMES: [&str; 6] = [
+        "healthcheck_status",
+        "healthcheck_admin",
+        "check_status",
+        "l4check_status",
+        "stream_check_status",
+        "tcp_check_status",
+    ];
+    let written = args.first().copied().unwrap_or_default();
+    NAMES
+        .into_iter()
+        .find(|n| n.as_bytes() == written)
+        .unwrap_or("check_status")
 }
 
 /// Handlers that store one parsed value into a [`Setting`] of `$conf`.
@@ -157,7 +211,7 @@ pub unsafe extern "C" fn ngx_upstream_check(
             let checked = cc::parse_check_warned(args)?;
             c.check
                 .set(cf, "check", Repeat::Last, || Ok(checked.conf))?;
-            c.default_down_given = args.iter().any(|a| a.starts_with(b"default_down="));
+            c.written = checked.written;
             for w in checked.warnings {
                 // SAFETY: the configuration's log.
                 log_at(NGX_LOG_WARN, cf.log, &c.check.loc, &w.0);
@@ -368,24 +422,19 @@ pub unsafe fn set_check_status(
     unsafe {
         run::<LocConf>(cf, cmd, conf, |cf, c, args| {
             // SAFETY: a directive handler's arguments; the first is its name.
-            let all = crate::ffi::conf_args(cf);
-            let name = String::from_utf8_lossy(all.first().copied().unwrap_or_default());
-            if c.status.is_some() || c.admin {
-                return Err(ConfError(format!(
-                    "\"{name}\" cannot share a location with another status or admin handler"
-                )));
+            let name = page_name(&crate::ffi::conf_args(cf));
+            c.claim(name)?;
+            c.status = Some(cc::parse_check_status(name, args)?);
+            // The http block being parsed has its main conf (the cycle's
+            // conf_ctx points to it from the block's start).
+            let main = crate::modules::main_conf::<MainConf>(&*cf.cycle, Group::Http);
+            if let Some(m) = main.as_mut() {
+                m.check_status = true;
             }
-            c.status = Some(cc::parse_check_status(&name, args)?);
-            CHECK_STATUS_USED.store(true, core::sync::atomic::Ordering::Relaxed);
             Ok(())
         })
     }
 }
-
-/// Some location has `check_status` (a configuration written for the C
-/// modules: the migration notice, `crate::finish`).
-pub static CHECK_STATUS_USED: core::sync::atomic::AtomicBool =
-    core::sync::atomic::AtomicBool::new(false);
 
 /// `healthcheck_status [format] [histogram=on|off];` in a location.
 ///
@@ -399,22 +448,12 @@ pub unsafe fn set_status(
     // SAFETY: nginx's directive contract.
     unsafe {
         run::<LocConf>(cf, cmd, conf, |_, c, args| {
-            if c.status.is_some() {
-                return Err(ConfError(
-                    "\"healthcheck_status\" directive is duplicate".into(),
-                ));
-            }
-            if c.admin {
-                return Err(ConfError(ONE_HANDLER.into()));
-            }
+            c.claim("healthcheck_status")?;
             c.status = Some(cc::parse_status_directive(args)?);
             Ok(())
         })
     }
 }
-
-const ONE_HANDLER: &str =
-    "\"healthcheck_status\" and \"healthcheck_admin\" cannot share a location";
 
 /// `healthcheck_admin;` in a location.
 ///
@@ -428,14 +467,7 @@ pub unsafe fn set_admin(
     // SAFETY: nginx's directive contract.
     unsafe {
         run::<LocConf>(cf, cmd, conf, |_, c, _| {
-            if c.admin {
-                return Err(ConfError(
-                    "\"healthcheck_admin\" directive is duplicate".into(),
-                ));
-            }
-            if c.status.is_some() {
-                return Err(ConfError(ONE_HANDLER.into()));
-            }
+            c.claim("healthcheck_admin")?;
             c.admin = true;
             Ok(())
         })

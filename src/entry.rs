@@ -241,6 +241,8 @@ pub unsafe extern "C" fn ngx_http_upstream_check_init_module(cycle: *mut ngx_cyc
         // The stream functions of the cycle that now runs (a failed reload
         // may have looked up another ngx_stream_module.so's).
         crate::stream_link::refresh();
+        // SAFETY: init_module: the cycle's configuration is complete.
+        unsafe { crate::finish::configuration_read(cycle) };
         // SAFETY: init_module of `cycle`, its zones initialised.
         unsafe { process::reload_in_place(cycle) };
         NGX_OK as ngx_int_t

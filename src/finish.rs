@@ -45,6 +45,7 @@ fn facts(u: &UpstreamRef) -> cc::UpstreamFacts<'_> {
         fail_open: c.fail_open.is_set(),
         tls: c.tls.facts(),
         resolve_lines: u.resolve_lines,
+        written: c.written,
     }
 }
 
@@ -72,23 +73,13 @@ pub unsafe fn context(
         let kept = c
             .check
             .get()
-            .and_then(|k| cc::keepalive_reuse(k, c.keepalive_requests.get().copied()));
+            .and_then(|k| cc::keepalive_reuse(k, c.written, c.keepalive_requests.get().copied()));
         if kept.is_some() {
             c.check.value = kept;
         }
     }
     let facts: Vec<cc::UpstreamFacts<'_>> = upstreams.iter().map(facts).collect();
-    let given: Vec<bool> = upstreams
-        .iter()
-        .map(|u| u.conf().default_down_given)
-        .collect();
-    let status_used = crate::conf::CHECK_STATUS_USED.load(Ordering::Relaxed);
-    if let Some(notice) = cc::migration_notice(&facts, &given, status_used) {
-        if !MIGRATION_NOTICE.swap(true, Ordering::Relaxed) {
-            // SAFETY: valid log.
-            unsafe { log_at(NGX_LOG_NOTICE, log, &ConfLoc::default(), &notice) };
-        }
-    }
+    mcf.migration.add(&facts);
     // SAFETY: set by nginx at start.
     let page = unsafe { ngx_pagesize };
     let blocks = mcf.matches.blocks();
@@ -142,4 +133,32 @@ pub unsafe fn context(
     // SAFETY: per the contract.
     mcf.zone = unsafe { shm::register(cf, group, layout.size, plan) }?;
     Ok(())
+}
+
+/// Once the whole configuration is read (init_module): the migration
+/// notice, if it looks written for the C modules and relies on
+/// `default_down`'s default (docs/migrating.md, Defaults), over the http
+/// and the stream context; logged on the first load of the process only.
+///
+/// # Safety
+/// `cycle` is the cycle being initialised, its configuration complete.
+pub unsafe fn configuration_read(cycle: &ngx::ffi::ngx_cycle_t) {
+    // SAFETY: per the contract; NULL without the block.
+    let (http, stream) = unsafe {
+        (
+            crate::modules::main_conf::<MainConf>(cycle, Group::Http).as_ref(),
+            crate::modules::main_conf::<MainConf>(cycle, Group::Stream).as_ref(),
+        )
+    };
+    let none = cc::migration::Candidates::default();
+    let of = |m: Option<&MainConf>| m.map_or(&none, |m| &m.migration).clone();
+    let candidates = of(http).then(&of(stream));
+    let check_status = http.is_some_and(|m| m.check_status);
+    let Some(notice) = candidates.notice(check_status) else {
+        return;
+    };
+    if !MIGRATION_NOTICE.swap(true, Ordering::Relaxed) {
+        // SAFETY: the cycle's log.
+        unsafe { log_at(NGX_LOG_NOTICE, cycle.log, &ConfLoc::default(), &notice) };
+    }
 }

@@ -73,7 +73,7 @@ enum Place {
     Main,
     /// An http `location`.
     Location,
-    /// An http `server` or `location` (`check_status`).
+    /// An http `server` or `location` (the status pages).
     ServerOrLocation,
     /// A stream `server` (only a refusal: a status page is http's).
     StreamServer,
@@ -296,8 +296,9 @@ const DIRECTIVES: [Directive; 37] = {
                 ngx_http_healthcheck_admin,
             )
         },
+        // In a server too, as Akvicor's module allows.
         Directive {
-            place: Place::Location,
+            place: Place::ServerOrLocation,
             stream: false,
             ..ups(
                 ngx_string!("healthcheck_status"),

@@ -23,15 +23,16 @@ mod context;
 mod directives;
 mod escape;
 mod http;
+pub mod migration;
 mod time;
 pub mod tls;
 
 use std::fmt;
 
-pub use check::{parse_check, parse_check_warned, Checked};
+pub use check::{parse_check, parse_check_warned, Checked, Written};
 pub use context::{
-    finish_context, keepalive_reuse, migration_notice, Diagnostic, Directive, Finished,
-    HttpDirectives, PeerFacts, TlsDirectives, UpstreamFacts, ZoneLayout, RESOLVE_ROOM,
+    finish_context, keepalive_reuse, Diagnostic, Directive, Finished, HttpDirectives, PeerFacts,
+    TlsDirectives, UpstreamFacts, ZoneLayout, RESOLVE_ROOM,
 };
 pub use directives::{
     parse_check_status, parse_fail_open, parse_fastcgi_param, parse_keepalive_requests,

@@ -130,7 +130,6 @@ impl ProbeKind for Exchange {
     fn on_connected(&mut self, cx: &Cx) -> Step {
         self.decoder = decoder(self.protocol, self.buffer_size);
         self.sent = 0;
-        self.detail = None;
         cx.time_rest_of_round();
         self.send(cx)
     }
@@ -160,5 +159,9 @@ impl ProbeKind for Exchange {
 
     fn detail(&self) -> Option<&str> {
         self.detail.as_deref()
+    }
+
+    fn on_round_start(&mut self) {
+        self.detail = None;
     }
 }

@@ -35,6 +35,9 @@ pub trait ProbeKind {
     fn detail(&self) -> Option<&str> {
         None
     }
+    /// A round begins, before it connects: forget what the last one said
+    /// (a round that fails to connect never reaches the kind).
+    fn on_round_start(&mut self) {}
     /// Whether a kept connection with unread data may serve a round: for a
     /// plain TCP check data means alive; for a request/response check it
     /// is a leftover that must never reach the next round's verdict.

@@ -123,4 +123,7 @@ impl ProbeKind for Kind {
     fn detail(&self) -> Option<&str> {
         dispatch!(self, k => k.detail())
     }
+    fn on_round_start(&mut self) {
+        dispatch!(self, k => k.on_round_start())
+    }
 }

@@ -400,6 +400,11 @@ impl Probe {
         self.kind.http_status()
     }
 
+    /// A round begins (`ProbeKind::on_round_start`).
+    pub fn kind_round_start(&mut self) {
+        self.kind.on_round_start();
+    }
+
     /// What the kind says of the last failed round's answer.
     pub fn kind_detail(&self) -> Option<&str> {
         self.kind.detail()

@@ -82,6 +82,7 @@ pub fn on_timer(p: &mut Probe) {
 /// new one.
 fn start(p: &mut Probe, now: u64) {
     record::debug(p, "start");
+    p.kind_round_start();
     if p.has_kept() && p.take_kept(now) {
         p.set_phase(Phase::Active);
         let step = p.with_kind(|k, cx| k.on_reused(cx));

@@ -112,6 +112,7 @@ fn check_status_serves_the_c_modules_shapes_with_stream_peers() {
     let port = free_port();
     let other = free_port();
     let stream_listen = free_port();
+    let akvicor = free_port();
     let ng = Nginx::builder().start(&format!(
         "http {{
     upstream web {{
@@ -131,6 +132,10 @@ fn check_status_serves_the_c_modules_shapes_with_stream_peers() {
     server {{
         listen 127.0.0.1:{other};
         check_status json;
+    }}
+    server {{
+        listen 127.0.0.1:{akvicor};
+        healthcheck_status json;
     }}
 }}
 stream {{
@@ -256,6 +261,9 @@ stream {{
     // healthcheck_status keeps the richer shape, which has no "server".
     let ours = get_json(port, "/ours").unwrap();
     assert!(ours["servers"]["http"].is_array() && ours["servers"].get("server").is_none());
+    // Akvicor's module allows healthcheck_status in a server block.
+    let server_level = get_json(akvicor, "/any/path").unwrap();
+    assert_eq!(server_level["servers"]["total"], 3);
     drop(ng);
 }
 
@@ -542,18 +550,51 @@ fn check_keepalive_requests_keeps_an_http_checks_connection() {
     drop(ng);
 }
 
+#[test]
+fn an_explicit_reuse_off_keeps_check_keepalive_requests_from_keeping_the_connection() {
+    let b = HttpBackend::start(Reply::Raw {
+        bytes: response(200, &[("Content-Length", "2")], b"ok"),
+        close: false,
+    });
+    let port = free_port();
+    let body = format!(
+        "http {{
+    upstream u {{
+        server {};
+        check_keepalive_requests 10;
+        check interval=100 rise=1 fall=1 timeout=90 type=http reuse=off;
+    }}
+    server {{ listen 127.0.0.1:{port}; location /status {{ healthcheck_status json; }} }}
+}}",
+        b.addr()
+    );
+    let (code, out) = Nginx::builder().test_config(&body);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains(
+            "\"check_keepalive_requests\" has no effect in upstream \"u\": its check is not reuse=on"
+        ),
+        "{out}"
+    );
+    let ng = Nginx::start(&body);
+    wait_for(WAIT, "10 requests", || {
+        (b.request_count() >= 10).then_some(())
+    });
+    let per = b.requests_per_connection();
+    assert!(
+        per.iter().all(|&n| n == 1),
+        "requests per connection: {per:?}"
+    );
+    drop(ng);
+}
+
 // ---------------------------------------------------------------------------
 // type=mysql, type=ajp, type=fastcgi
 
 #[test]
 fn mysql_checks_read_a_real_mariadb_greeting_and_an_error_packet_is_status() {
     let mut db = MariaDb::start();
-    // "Too many connections", as the protocol's error packet.
-    let mut err = vec![0xff, 0x10, 0x04, b'#'];
-    err.extend_from_slice(b"08004Too many connections");
-    let mut packet = vec![err.len() as u8, 0, 0, 0];
-    packet.extend_from_slice(&err);
-    let full = ScriptedServer::start(Script::greet(&packet));
+    let full = ScriptedServer::start(Script::greet(&too_many_connections()));
     let port = free_port();
     let ng = Nginx::start(&format!(
         "http {{
@@ -596,6 +637,45 @@ fn mysql_checks_read_a_real_mariadb_greeting_and_an_error_packet_is_status() {
         s.is_up(Kind::Http, "db", &db.addr())
     });
     drop(ng);
+}
+
+/// The "Too many connections" error packet of the MySQL protocol.
+fn too_many_connections() -> Vec<u8> {
+    let mut err = vec![0xff, 0x10, 0x04, b'#'];
+    err.extend_from_slice(b"08004Too many connections");
+    let mut packet = vec![err.len() as u8, 0, 0, 0];
+    packet.extend_from_slice(&err);
+    packet
+}
+
+#[test]
+fn the_down_line_names_the_last_rounds_failure_not_an_earlier_answer() {
+    // One round gets the error packet, the next ones find nothing
+    // listening: the peer goes down on "connection refused".
+    let full = ScriptedServer::start(Script::greet(&too_many_connections()));
+    let addr = full.addr();
+    let port = free_port();
+    let ng = Nginx::start(&format!(
+        "http {{
+    upstream db {{
+        server {addr};
+        check interval=1000 rise=1 fall=3 timeout=500 type=mysql;
+    }}
+    server {{ listen 127.0.0.1:{port}; location /status {{ healthcheck_status json; }} }}
+}}"
+    ));
+    wait_for(WAIT, "the first round", || {
+        (full.connections() >= 1).then_some(())
+    });
+    drop(full);
+    let s = poll_status_json(port, WAIT, "down", |s| s.is_down(Kind::Http, "db", &addr));
+    assert_eq!(s.reason(Kind::Http, "db", &addr), Some("refused"));
+    let line = ng.wait_for_log(
+        &format!("upstream db peer {addr} is down after 3 failures:"),
+        WAIT,
+    );
+    assert!(line.contains("connection refused"), "{line}");
+    assert!(!line.contains("MySQL error"), "{line}");
 }
 
 #[test]
@@ -798,6 +878,43 @@ fn a_migrated_configuration_relying_on_default_down_gets_one_notice() {
     assert!(lines.contains(notice), "{lines}");
     ng.reload();
     assert_eq!(ng.log_lines(text).len(), 1, "once, not again at a reload");
+}
+
+#[test]
+fn the_migration_notice_sees_check_status_after_a_stream_block_and_leaves_udp_alone() {
+    let b = Backend::start();
+    let u = UdpBackend::start();
+    let port = free_port();
+    // The stream block (finished first) has the upstream that relies on
+    // default_down's default; check_status comes later, in http.
+    let conf = |with_tcp: bool| {
+        format!(
+            "stream {{
+    upstream dns {{ server {}; check interval=3000 type=udp; }}
+    {}
+}}
+http {{ server {{ listen 127.0.0.1:{port}; location /status {{ check_status; }} }} }}",
+            u.addr(),
+            if with_tcp {
+                format!(
+                    "upstream db {{ server {}; check interval=3000 type=tcp; }}",
+                    b.addr()
+                )
+            } else {
+                String::new()
+            }
+        )
+    };
+    let ng = Nginx::builder().log_level("notice").start(&conf(true));
+    ng.wait_for_log(
+        "upstream \"db\" looks written for yaoweibin's or Tengine's module (check_status)",
+        WAIT,
+    );
+    drop(ng);
+    // A udp check alone starts up in Akvicor's module too: no notice.
+    let ng = Nginx::builder().log_level("notice").start(&conf(false));
+    ng.wait_for_log("start worker process", WAIT);
+    assert!(ng.log_lines("looks written for").is_empty());
 }
 
 // ---------------------------------------------------------------------------

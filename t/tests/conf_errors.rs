@@ -6,7 +6,8 @@
 //! - `check` parameters: `invalid parameter "<arg as written>": <reason>`
 //! - single-value directives: `invalid value "<arg>" in "<directive>" directive: <reason>`
 //! - `vnswrr`: `invalid parameter "<arg>" in "vnswrr" directive`
-//! - a second `check`: `"check" directive is duplicate`
+//! - a second page directive in one location: `"X" directive is duplicate`,
+//!   or `"X" and "Y" cannot share a location`
 //! - `check` outside `upstream`: nginx's `"check" directive is not allowed here`
 //! - http checks and `check_match` blocks: the rule and the upstream, e.g.
 //!   `"check_http_send" requires "check ... type=http" in upstream "u"`,
@@ -972,6 +973,27 @@ fn healthcheck_admin_arguments() {
             snippet: "healthcheck_admin; healthcheck_status;",
             server: TCP_SERVER,
             all: &["\"healthcheck_status\" and \"healthcheck_admin\" cannot share a location"],
+            any: &[],
+        },
+        Bad {
+            ctxs: loc,
+            snippet: "check_status; check_status json;",
+            server: TCP_SERVER,
+            all: &["\"check_status\" directive is duplicate"],
+            any: &[],
+        },
+        Bad {
+            ctxs: loc,
+            snippet: "healthcheck_status; l4check_status;",
+            server: TCP_SERVER,
+            all: &["\"l4check_status\" and \"healthcheck_status\" cannot share a location"],
+            any: &[],
+        },
+        Bad {
+            ctxs: loc,
+            snippet: "check_status; healthcheck_admin;",
+            server: TCP_SERVER,
+            all: &["\"check_status\" and \"healthcheck_admin\" cannot share a location"],
             any: &[],
         },
         Bad {

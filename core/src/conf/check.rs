@@ -73,6 +73,20 @@ pub struct Checked {
     pub conf: CheckConf,
     /// `[warn]` messages (a `timeout` not below its interval).
     pub warnings: Vec<ConfError>,
+    /// Which of the parameters whose default differs from the C modules'
+    /// the line writes out.
+    pub written: Written,
+}
+
+/// Parameters a `check` line names, where leaving one out means something
+/// a configuration written for the C modules may not expect.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Written {
+    /// `default_down=` (their default is `true`, here `false`).
+    pub default_down: bool,
+    /// `reuse=` or `keepalive=` (even `off`): the line says whether the
+    /// connection is kept, so `check_keepalive_requests` does not.
+    pub connection: bool,
 }
 
 /// [`parse_check`], with the warnings of values it accepts.
@@ -86,9 +100,17 @@ pub fn parse_check_warned(args: &[&[u8]]) -> Result<Checked, ConfError> {
     for &arg in args {
         params.add(arg)?;
     }
+    let written = Written {
+        default_down: params.default_down.is_some(),
+        connection: params.reuse.is_some() || params.keepalive.is_some(),
+    };
     let mut warnings = Vec::new();
     let conf = params.resolve(&mut warnings)?;
-    Ok(Checked { conf, warnings })
+    Ok(Checked {
+        conf,
+        warnings,
+        written,
+    })
 }
 
 /// The names `type=` takes, for suggestions.

@@ -47,7 +47,7 @@
 //! 9. `check_shm_size` below what the checked peers need: an error at
 //!    `check_shm_size`.
 
-use super::{CheckConf, CheckType, ConfError, Reuse};
+use super::{CheckConf, CheckType, ConfError, Reuse, Written};
 use crate::identity::{identity_hash, upstream_tag};
 use crate::matcher::{misfit_reason, MatchBlock};
 use crate::status::Group;
@@ -84,6 +84,8 @@ pub struct UpstreamFacts<'a> {
     /// Its `server ... resolve` lines (nginx adds and removes their
     /// addresses at run time; only read when it has `check`).
     pub resolve_lines: usize,
+    /// Which parameters its `check` writes out.
+    pub written: Written,
 }
 
 /// Which `check_ssl_*` directives an upstream has, as the rules need them.
@@ -220,47 +222,24 @@ pub fn finish_context(
     Finished { warnings, result }
 }
 
-/// `check_keepalive_requests n` with n > 1 on an http check that keeps no
-/// connection (`reuse` and `keepalive` not given): the check with
-/// `reuse=on`, as yaoweibin's and Tengine's modules keep the connection for
-/// n requests. `None` when the directive changes nothing.
-pub fn keepalive_reuse(check: &CheckConf, requests: Option<u32>) -> Option<CheckConf> {
+/// `check_keepalive_requests n` with n > 1 on an http check whose line
+/// does not say whether the connection is kept (neither `reuse=` nor
+/// `keepalive=` written, not even `off`): the check with `reuse=on`, as
+/// yaoweibin's and Tengine's modules keep the connection for n requests.
+/// `None` when the directive changes nothing.
+pub fn keepalive_reuse(
+    check: &CheckConf,
+    written: Written,
+    requests: Option<u32>,
+) -> Option<CheckConf> {
     let n = requests?;
-    if n <= 1 || !check.check_type.is_http() || check.keeps_connection() {
+    if n <= 1 || !check.check_type.is_http() || written.connection || check.keeps_connection() {
         return None;
     }
     let mut c = check.clone();
     c.reuse = Reuse::On;
     c.rehandshake_ms = c.reuse_period_ms();
     Some(c)
-}
-
-/// The one-time `[notice]` of a configuration written for the C modules
-/// (it has `check_status`, or an upstream has `check_http_send`) whose
-/// `check` lines rely on `default_down`'s default, which differs: those
-/// modules start peers down, this one up. `default_down_given[i]` says
-/// whether upstream `i`'s `check` names `default_down`.
-pub fn migration_notice(
-    upstreams: &[UpstreamFacts<'_>],
-    default_down_given: &[bool],
-    check_status_used: bool,
-) -> Option<String> {
-    let first = upstreams
-        .iter()
-        .zip(default_down_given)
-        .find(|(u, given)| u.check.is_some() && !**given && (check_status_used || u.http.send))?;
-    Some(format!(
-        "upstream \"{}\" looks written for yaoweibin's or Tengine's module ({}) and its \
-         \"check\" has no default_down: here its peers start up (default_down=false), where \
-         those modules start them down; write default_down=true to keep that \
-         (docs/migrating.md, Defaults)",
-        String::from_utf8_lossy(first.0.name),
-        if first.0.http.send {
-            "check_http_send"
-        } else {
-            "check_status"
-        }
-    ))
 }
 
 /// Rule 1: the blocks on their own.
@@ -513,7 +492,7 @@ fn layout(
         }
         check_tls(i, &name, u)?;
         let kept = u.check.is_some_and(|c| {
-            c.reuse == Reuse::On || keepalive_reuse(c, u.keepalive_requests).is_some()
+            c.reuse == Reuse::On || keepalive_reuse(c, u.written, u.keepalive_requests).is_some()
         });
         if u.keepalive_requests.is_some() && !kept {
             warnings.push(Diagnostic {

@@ -42,6 +42,7 @@ fn ups<'a>(
         fail_open: false,
         tls: TlsDirectives::default(),
         resolve_lines: 0,
+        written: Written::default(),
     }
 }
 
@@ -120,6 +121,61 @@ fn keepalive_requests_without_reuse_on_warns() {
     assert!(
         f.result.is_ok(),
         "a warning does not fail the configuration"
+    );
+}
+
+#[test]
+fn keepalive_requests_above_one_keeps_an_http_checks_connection_unless_the_line_says() {
+    let parsed = |line: &str| {
+        let args: Vec<&[u8]> = line.split_whitespace().map(str::as_bytes).collect();
+        crate::conf::parse_check_warned(&args).unwrap()
+    };
+    let web = parsed("type=http interval=1000");
+    let kept = keepalive_reuse(&web.conf, web.written, Some(10)).expect("kept");
+    assert_eq!(kept.reuse, Reuse::On);
+    assert_eq!(kept.rehandshake_ms, kept.reuse_period_ms());
+    // n = 1, no directive, a tcp check, or a line that says reuse=off or
+    // keepalive=off: nothing changes.
+    assert_eq!(keepalive_reuse(&web.conf, web.written, Some(1)), None);
+    assert_eq!(keepalive_reuse(&web.conf, web.written, None), None);
+    let tcp = parsed("type=tcp");
+    assert_eq!(keepalive_reuse(&tcp.conf, tcp.written, Some(10)), None);
+    for line in [
+        "type=http reuse=off",
+        "type=https keepalive=off",
+        "type=http reuse=on",
+    ] {
+        let c = parsed(line);
+        assert!(c.written.connection, "{line}");
+        assert_eq!(
+            keepalive_reuse(&c.conf, c.written, Some(10)),
+            None,
+            "{line}"
+        );
+    }
+    // The rule sees it: no warning for the implied keep, one for reuse=off.
+    let off = parsed("type=http reuse=off");
+    let mut a = ups(
+        "implied",
+        Some(&web.conf),
+        Some(10),
+        vec![peer("127.0.0.1:1", 1)],
+    );
+    a.written = web.written;
+    let mut b = ups(
+        "off",
+        Some(&off.conf),
+        Some(10),
+        vec![peer("127.0.0.1:1", 1)],
+    );
+    b.written = off.written;
+    let f = finish(Group::Http, &[a, b], None);
+    assert_eq!(
+        messages(&f.warnings),
+        [(
+            Directive::KeepaliveRequests(1),
+            "\"check_keepalive_requests\" has no effect in upstream \"off\": its check is not reuse=on"
+        )]
     );
 }
 
@@ -448,6 +504,7 @@ fn names_are_printed_as_nginx_prints_them() {
         fail_open: false,
         tls: TlsDirectives::default(),
         resolve_lines: 0,
+        written: Written::default(),
     }];
     let f = finish(Group::Http, &u, None);
     assert!(f.warnings[0].error.0.contains("upstream \"up\u{fffd}\":"));

@@ -58,6 +58,7 @@ proptest! {
                 fail_open: false,
                 tls: TlsDirectives::default(),
         resolve_lines: 0,
+        written: Written::default(),
             })
             .collect();
         let f = finish_context(group, &facts, &[], shm, required);
@@ -232,6 +233,7 @@ proptest! {
                 fail_open: false,
                 tls: TlsDirectives::default(),
         resolve_lines: 0,
+        written: Written::default(),
             })
             .collect();
         let f = finish_context(Group::Stream, &facts, &blocks, None, required);
