@@ -10,7 +10,8 @@
 //! than ignored (a misspelt argument must not act on more peers than
 //! meant): an unknown argument, one given twice, an empty value.
 
-use crate::status::{percent_decode, printable, Group};
+use crate::query::{self, percent_decode, shown};
+use crate::status::Group;
 
 /// What the operator asks for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -73,19 +74,11 @@ impl AdminRequest {
 pub fn parse_admin_query(q: &[u8]) -> Result<AdminRequest, String> {
     const KEYS: [&str; 5] = ["upstream", "peer", "server", "group", "action"];
     let mut values: [Option<Vec<u8>>; 5] = Default::default();
-    for arg in q.split(|&b| b == b'&') {
-        if arg.is_empty() {
-            continue;
-        }
-        let (key, value) = match arg.iter().position(|&b| b == b'=') {
-            Some(i) => (&arg[..i], &arg[i + 1..]),
-            None => (arg, &arg[arg.len()..]),
-        };
-        let key = percent_decode(key);
+    for (key, value) in query::pairs(q) {
         let Some(k) = KEYS.iter().position(|k| k.as_bytes() == key.as_slice()) else {
             return Err(format!(
                 "unknown argument \"{}\": use upstream, peer or server, action and group",
-                printable(&key)
+                shown(&key)
             ));
         };
         let value = percent_decode(value);
@@ -111,7 +104,7 @@ pub fn parse_admin_query(q: &[u8]) -> Result<AdminRequest, String> {
         Some(other) => {
             return Err(format!(
                 "unknown group \"{}\": use http or stream",
-                printable(other)
+                shown(other)
             ))
         }
     };
@@ -122,7 +115,7 @@ pub fn parse_admin_query(q: &[u8]) -> Result<AdminRequest, String> {
         .ok_or_else(|| {
             format!(
                 "unknown action \"{}\": use disable, enable, down or up",
-                printable(&action)
+                shown(&action)
             )
         })?;
     Ok(AdminRequest {

@@ -9,6 +9,7 @@ pub mod identity;
 pub mod matcher;
 pub mod protocols;
 pub mod ptrmap;
+pub mod query;
 pub mod reason;
 pub mod room;
 pub mod schedule;

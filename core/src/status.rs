@@ -43,6 +43,8 @@ mod text;
 
 pub use render::Renderer;
 
+use crate::query;
+
 #[cfg(test)]
 mod tests;
 
@@ -182,15 +184,9 @@ pub fn parse_query(q: &[u8]) -> Result<Query, String> {
     let mut status: Option<&[u8]> = None;
     let mut refresh: Option<&[u8]> = None;
     let mut histogram: Option<&[u8]> = None;
-    for arg in q.split(|&b| b == b'&') {
-        if arg.is_empty() {
-            continue;
-        }
-        let (key, value) = match arg.iter().position(|&b| b == b'=') {
-            Some(i) => (&arg[..i], &arg[i + 1..]),
-            None => (arg, &arg[arg.len()..]),
-        };
-        let key = percent_decode(key);
+    for (key, value) in query::pairs(q) {
+        // Names in any case, as nginx's $arg_ and the C modules match them.
+        let key = key.to_ascii_lowercase();
         match key.as_slice() {
             b"format" => format = Some(value),
             b"status" => status = Some(value),
@@ -201,33 +197,35 @@ pub fn parse_query(q: &[u8]) -> Result<Query, String> {
     }
     let mut query = Query::default();
     if let Some(raw) = format {
-        let value = percent_decode(raw);
+        let value = query::percent_decode(raw);
         query.format = Some(Format::from_name(&value).ok_or_else(|| {
             format!(
                 "unknown format \"{}\": use html, csv, json or prometheus",
-                printable(&value)
+                query::shown(&value)
             )
         })?);
     }
     if let Some(raw) = status {
-        let value = percent_decode(raw);
-        query.filter =
-            Some(Filter::from_name(&value).ok_or_else(|| {
-                format!("unknown status \"{}\": use up or down", printable(&value))
-            })?);
+        let value = query::percent_decode(raw);
+        query.filter = Some(Filter::from_name(&value).ok_or_else(|| {
+            format!(
+                "unknown status \"{}\": use up or down",
+                query::shown(&value)
+            )
+        })?);
     }
     if let Some(raw) = refresh {
-        query.refresh = parse_refresh(&percent_decode(raw));
+        query.refresh = parse_refresh(&query::percent_decode(raw));
     }
     if let Some(raw) = histogram {
-        let value = percent_decode(raw);
+        let value = query::percent_decode(raw);
         query.histogram = Some(match value.as_slice() {
             b"on" => true,
             b"off" => false,
             _ => {
                 return Err(format!(
                     "unknown histogram \"{}\": use on or off",
-                    printable(&value)
+                    query::shown(&value)
                 ))
             }
         });
@@ -244,54 +242,6 @@ fn parse_refresh(v: &[u8]) -> Option<u32> {
         0 => None,
         n => Some(n.min(u64::from(MAX_REFRESH_S)) as u32),
     }
-}
-
-pub(crate) fn percent_decode(s: &[u8]) -> Vec<u8> {
-    fn hex(b: u8) -> Option<u8> {
-        match b {
-            b'0'..=b'9' => Some(b - b'0'),
-            b'a'..=b'f' => Some(b - b'a' + 10),
-            b'A'..=b'F' => Some(b - b'A' + 10),
-            _ => None,
-        }
-    }
-    let mut out = Vec::with_capacity(s.len());
-    let mut i = 0;
-    while i < s.len() {
-        match s[i] {
-            b'+' => out.push(b' '),
-            b'%' if i + 2 < s.len() => match (hex(s[i + 1]), hex(s[i + 2])) {
-                (Some(h), Some(l)) => {
-                    out.push(h << 4 | l);
-                    i += 3;
-                    continue;
-                }
-                _ => out.push(b'%'),
-            },
-            b => out.push(b),
-        }
-        i += 1;
-    }
-    out
-}
-
-/// A value shown inside an error line: printable ASCII kept, `"` and `\`
-/// backslash-escaped, every other byte as `\xNN`, at most 64 input bytes.
-pub(crate) fn printable(v: &[u8]) -> String {
-    const MAX: usize = 64;
-    let mut s = String::new();
-    for &b in v.iter().take(MAX) {
-        match b {
-            b'"' => s.push_str("\\\""),
-            b'\\' => s.push_str("\\\\"),
-            0x20..=0x7e => s.push(b as char),
-            _ => s.push_str(&format!("\\x{b:02x}")),
-        }
-    }
-    if v.len() > MAX {
-        s.push_str("...");
-    }
-    s
 }
 
 /// Upper bounds, in ms, of the check-duration histogram buckets; a last,

@@ -1293,7 +1293,7 @@ fn query_oracle(q: &[u8]) -> Result<Query, String> {
             [k] => (k, &b""[..]),
             _ => unreachable!(),
         };
-        match pct_decode(key).as_slice() {
+        match pct_decode(key).to_ascii_lowercase().as_slice() {
             b"format" => format = Some(pct_decode(value)),
             b"status" => status = Some(pct_decode(value)),
             b"refresh" => refresh = Some(pct_decode(value)),

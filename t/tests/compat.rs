@@ -216,6 +216,10 @@ stream {{
     );
     let (_, body) = status_page(port, "/status?format=json&status=UP");
     assert_eq!(decode_telegraf(&body).unwrap().total, 2);
+    // Argument names in any case, as the C modules (and nginx's $arg_) take them.
+    let (ctype, body) = status_page(port, "/status?FORMAT=json&Status=down");
+    assert_eq!(ctype, "application/json");
+    assert_eq!(decode_telegraf(&body).unwrap().total, 1);
 
     // CSV: no header, the 8 columns.
     let (ctype, csv) = status_page(port, "/status?format=csv");
