@@ -14,7 +14,6 @@
 
 pub mod proto;
 
-use crate::conf::printable;
 use crate::h2::{Field, Response};
 use crate::reason::Reason;
 
@@ -123,8 +122,7 @@ pub fn parse_grpc_status(v: &[u8]) -> Option<u32> {
 
 /// A `grpc-message` for the log: percent-decoded (`%XX`; a `%` not
 /// followed by two hex digits is kept as it is), at most `max` decoded
-/// bytes, then made printable ([`crate::conf::printable`]: control bytes
-/// and invalid UTF-8 as `\xHH`).
+/// bytes, then made printable for one log line ([`log_safe`]).
 pub fn decode_grpc_message(v: &[u8], max: usize) -> String {
     let hex = |b: u8| (b as char).to_digit(16).map(|d| d as u8);
     let mut out = Vec::with_capacity(v.len().min(max));
@@ -144,7 +142,31 @@ pub fn decode_grpc_message(v: &[u8], max: usize) -> String {
         out.push(b);
         i += 1;
     }
-    printable(&out)
+    log_safe(&out)
+}
+
+/// Bytes from the server made safe for one log line: UTF-8 kept, but
+/// invalid UTF-8, control characters (C0, DEL and C1) and the Unicode
+/// line and paragraph separators written as `\xHH` (their UTF-8 bytes).
+pub fn log_safe(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::with_capacity(bytes.len());
+    for chunk in bytes.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            if c.is_control() || matches!(c, '\u{2028}' | '\u{2029}') {
+                let mut buf = [0; 4];
+                for b in c.encode_utf8(&mut buf).bytes() {
+                    let _ = write!(out, "\\x{b:02x}");
+                }
+            } else {
+                out.push(c);
+            }
+        }
+        for b in chunk.invalid() {
+            let _ = write!(out, "\\x{b:02x}");
+        }
+    }
+    out
 }
 
 /// What [`verdict`] found.
@@ -201,9 +223,9 @@ fn status(detail: String) -> Result<(), (Reason, String)> {
     Err((Reason::Status, detail))
 }
 
-/// The content type's printable form, at most 64 bytes of it.
+/// A header value's printable form, at most 64 bytes of it.
 fn shown(v: &[u8]) -> String {
-    printable(&v[..v.len().min(64)])
+    log_safe(&v[..v.len().min(64)])
 }
 
 fn is_grpc_type(ct: &[u8]) -> bool {

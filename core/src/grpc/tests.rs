@@ -118,6 +118,12 @@ fn grpc_message_decoding() {
     assert_eq!(decode_grpc_message(b"a%0Ab", 100), "a\\x0ab");
     assert_eq!(decode_grpc_message(b"%FF", 100), "\\xff");
     assert_eq!(decode_grpc_message(&[b'x'; 1000], 10), "x".repeat(10));
+    // C1 controls and line separators are escaped too.
+    assert_eq!(
+        decode_grpc_message(b"%C2%85a%E2%80%A8", 100),
+        "\\xc2\\x85a\\xe2\\x80\\xa8"
+    );
+    assert_eq!(log_safe("caf\u{e9}\u{7f}".as_bytes()), "caf\u{e9}\\x7f");
 }
 
 #[test]
@@ -310,4 +316,54 @@ fn invalid_answers() {
     let mut r = answer(&serving, "0");
     r.headers = fields(&[("content-type", "application/grpcx")]);
     assert_eq!(inv(&r), "content-type application/grpcx");
+}
+
+/// A whole round through the HTTP/2 client: the request it sends, the
+/// server's answer, the verdict, and what the connection holds.
+#[test]
+fn end_to_end_over_the_client() {
+    use crate::h2::frame::{self, flag, kind};
+    use crate::h2::{hpack, Client, Limits};
+    let mut c = Client::new(Limits {
+        max_header_list_bytes: 4096,
+        max_body_bytes: 5 + MAX_MESSAGE,
+        ..Limits::default()
+    });
+    let id = c
+        .open_stream(
+            &request_headers(false, b"10.0.0.1:50051", b"nginx-healthcheck", Some(1000)),
+            &request_body(b""),
+        )
+        .unwrap();
+    assert!(c.output().starts_with(frame::PREFACE));
+    let mut server = Vec::new();
+    frame::put_settings(&mut server, &[]);
+    frame::put_settings_ack(&mut server);
+    let head = hpack::encode_block(&fields(&[
+        (":status", "200"),
+        ("content-type", "application/grpc"),
+    ]));
+    frame::put_header(
+        &mut server,
+        head.len(),
+        kind::HEADERS,
+        flag::END_HEADERS,
+        id,
+    );
+    server.extend(head);
+    frame::put_data(&mut server, id, &framed(&[8, 1]), false);
+    let trailers = hpack::encode_block(&fields(&[("grpc-status", "0")]));
+    let flags = flag::END_HEADERS | flag::END_STREAM;
+    frame::put_header(&mut server, trailers.len(), kind::HEADERS, flags, id);
+    server.extend(trailers);
+    c.feed(&server).unwrap();
+    let held = c.heap_bytes();
+    let r = c.take_response(id).unwrap();
+    let v = verdict(&r, &[]);
+    assert_eq!((v.result, v.grpc_status), (Ok(()), Some(0)));
+    // The frame buffer grows only to the largest frame seen (16 KB at
+    // most), the HPACK table holds what the server indexed (4 KB at most).
+    assert!(held < 24 * 1024, "{held}");
+    assert!(c.can_open_stream());
+    assert_eq!(c.next_stream_id(), Some(3));
 }

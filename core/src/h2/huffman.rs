@@ -274,7 +274,7 @@ pub const CODES: [(u32, u8); 257] = [
 const MAX_LEN: usize = 30;
 
 /// For each length, the first (smallest) code of that length, how many
-/// codes have it, and where its symbols start in [`SORTED`].
+/// codes have it, and where its symbols start in `sorted`.
 struct Canonical {
     first: [u32; MAX_LEN + 1],
     count: [u16; MAX_LEN + 1],

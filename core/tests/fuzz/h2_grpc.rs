@@ -49,6 +49,11 @@ fn unknown_field(depth: u32) -> BoxedStrategy<Vec<u8>> {
     .boxed()
 }
 
+/// Neither a control character nor a line or paragraph separator.
+fn one_line(c: char) -> bool {
+    !c.is_control() && !matches!(c, '\u{2028}' | '\u{2029}')
+}
+
 fn framed(msg: &[u8], flag: u8) -> Vec<u8> {
     let mut v = vec![flag];
     v.extend_from_slice(&(msg.len() as u32).to_be_bytes());
@@ -71,6 +76,7 @@ fn read(body: &[u8], cuts: &[usize], max: usize) -> (Result<(), String>, u32, Op
 
 fn field_value() -> impl Strategy<Value = Vec<u8>> {
     prop_oneof![
+        Just("%C2%85\u{85}\u{2028}%E2%80%A9\u{e9}".as_bytes().to_vec()),
         vec(any::<u8>(), 0..8),
         (0u32..20).prop_map(|n| n.to_string().into_bytes()),
         Just(b"application/grpc".to_vec()),
@@ -178,14 +184,14 @@ proptest! {
             Err((reason, detail)) => {
                 prop_assert!(matches!(reason, Reason::Status | Reason::Invalid));
                 prop_assert!(!detail.is_empty());
-                prop_assert!(detail.chars().all(|c| !c.is_control()), "{:?}", detail);
+                prop_assert!(detail.chars().all(one_line), "{:?}", detail);
                 if *reason == Reason::Status {
                     prop_assert!(v.grpc_status.is_some());
                 }
             }
         }
         if let Some(m) = &v.message {
-            prop_assert!(m.chars().all(|c| !c.is_control()));
+            prop_assert!(m.chars().all(one_line), "{:?}", m);
         }
     }
 
