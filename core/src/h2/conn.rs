@@ -23,7 +23,13 @@
 //!
 //! Every [`ProtocolError`] ends the connection: [`Client::feed`] returns
 //! it (and returns it again on every later call) and queues a GOAWAY
-//! carrying its code, which the engine may write before closing.
+//! carrying its code, which the engine may write before closing. What
+//! RFC 9113 calls a stream error (a malformed response, a bad frame on
+//! one stream) is a connection error here too, as section 5.4.1 allows:
+//! a health check has no other stream to save.
+//!
+//! Not checked: `content-length` against the DATA received (a response
+//! to HEAD, a 204 or a 304 may announce a length it does not carry).
 //!
 //! # Memory
 //!
@@ -486,7 +492,8 @@ impl Client {
         Ok(id)
     }
 
-    /// The response of a stream not yet taken.
+    /// The response of a stream not yet taken. A stream stays, closed or
+    /// not, until [`Client::take_response`]: take every stream opened.
     pub fn response(&self, id: u32) -> Option<&Response> {
         self.c.stream(id).map(|s| &s.resp)
     }
