@@ -3,6 +3,8 @@
 #![forbid(unsafe_code)]
 pub mod admin;
 pub mod conf;
+pub mod grpc;
+pub mod h2;
 pub mod health;
 pub mod http;
 pub mod identity;

@@ -4195,3 +4195,9 @@ fn state_file_million_lines() {
     assert_eq!((r.lines, r.kept), (1_000_000, 2));
     assert!(r.take(1).is_some() && r.take(1).is_some() && r.take(1).is_none());
 }
+
+// HTTP/2 client and gRPC health codec. fuzz.rs is a crate root, so a
+// plain `mod h2;` would look for tests/h2.rs, which cargo would also build
+// as a test of its own.
+#[path = "fuzz/h2.rs"]
+mod h2;

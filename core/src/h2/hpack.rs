@@ -1,0 +1,444 @@
+//! HPACK (RFC 7541): the decoder of the server's header blocks and the
+//! stateless encoder of our own.
+//!
+//! # Why our own and not a crate
+//!
+//! The crates looked at (2024-2025): `loona-hpack` 0.4 (and its earlier
+//! name `fluke-hpack` 0.3, the same code), `hpack` 0.3 and `httlib-hpack`
+//! 0.1. None fits a decoder that runs on nginx's event loop against
+//! hostile servers:
+//!
+//! - `loona-hpack` builds its Huffman decoding table (nested `HashMap`s of
+//!   257 entries) anew for every Huffman string and then looks up every
+//!   input bit in it: a 16 KB block of empty Huffman strings costs millions
+//!   of hash insertions. Its callback cannot stop decoding at a byte limit,
+//!   it accepts a table-size update in the middle of a block but refuses
+//!   one at the end, and it would bring `thiserror` and `tracing` (with
+//!   their proc-macro crates) into a crate that has no dependency;
+//! - `hpack` 0.3 is unmaintained since 2016 and its integer decoder
+//!   overflows on long continuations;
+//! - `httlib-hpack` 0.1 indexes past the end of its input on a truncated
+//!   integer (a panic) and is unmaintained since 2021.
+//!
+//! So the decoder is written here against RFC 7541: static table
+//! (Appendix A), dynamic table with eviction, integers with a bound, and
+//! the canonical Huffman decoder of [`super::huffman`]. It is tested with
+//! every example of Appendix C and fuzzed against an encoder that uses
+//! every representation.
+//!
+//! # Limits
+//!
+//! - A dynamic-table size update above the cap we advertised
+//!   (`SETTINGS_HEADER_TABLE_SIZE`, see [`Decoder::new`]) is refused, and
+//!   so is one after the first field of a block (section 4.2 wants them at
+//!   its start).
+//! - The decoded list is measured as `SETTINGS_MAX_HEADER_LIST_SIZE`
+//!   measures it (name + value + 32 per field) and decoding stops with
+//!   [`HpackError::ListTooLarge`] as soon as it passes the caller's
+//!   limit: a small block that names a 4 KB table entry a thousand times
+//!   costs no more than the limit.
+//! - Integers longer than 5 continuation octets or above `u32::MAX` are
+//!   refused; a string longer than what is left of the block is
+//!   [`HpackError::Truncated`] before any allocation.
+//!
+//! The decoder's memory is its table: at most the cap (4096) in payload,
+//! one allocation per entry (at most cap / 32 entries).
+
+use std::collections::VecDeque;
+
+use super::huffman;
+
+/// Per-entry overhead of the table size (section 4.1).
+pub const ENTRY_OVERHEAD: usize = 32;
+
+/// The static table (Appendix A), index 1 at position 0.
+pub const STATIC_TABLE: [(&str, &str); 61] = [
+    (":authority", ""),
+    (":method", "GET"),
+    (":method", "POST"),
+    (":path", "/"),
+    (":path", "/index.html"),
+    (":scheme", "http"),
+    (":scheme", "https"),
+    (":status", "200"),
+    (":status", "204"),
+    (":status", "206"),
+    (":status", "304"),
+    (":status", "400"),
+    (":status", "404"),
+    (":status", "500"),
+    ("accept-charset", ""),
+    ("accept-encoding", "gzip, deflate"),
+    ("accept-language", ""),
+    ("accept-ranges", ""),
+    ("accept", ""),
+    ("access-control-allow-origin", ""),
+    ("age", ""),
+    ("allow", ""),
+    ("authorization", ""),
+    ("cache-control", ""),
+    ("content-disposition", ""),
+    ("content-encoding", ""),
+    ("content-language", ""),
+    ("content-length", ""),
+    ("content-location", ""),
+    ("content-range", ""),
+    ("content-type", ""),
+    ("cookie", ""),
+    ("date", ""),
+    ("etag", ""),
+    ("expect", ""),
+    ("expires", ""),
+    ("from", ""),
+    ("host", ""),
+    ("if-match", ""),
+    ("if-modified-since", ""),
+    ("if-none-match", ""),
+    ("if-range", ""),
+    ("if-unmodified-since", ""),
+    ("last-modified", ""),
+    ("link", ""),
+    ("location", ""),
+    ("max-forwards", ""),
+    ("proxy-authenticate", ""),
+    ("proxy-authorization", ""),
+    ("range", ""),
+    ("referer", ""),
+    ("refresh", ""),
+    ("retry-after", ""),
+    ("server", ""),
+    ("set-cookie", ""),
+    ("strict-transport-security", ""),
+    ("transfer-encoding", ""),
+    ("user-agent", ""),
+    ("vary", ""),
+    ("via", ""),
+    ("www-authenticate", ""),
+];
+
+/// Why a header block could not be decoded. Every one is a connection
+/// error of type COMPRESSION_ERROR (RFC 9113 section 4.3), except
+/// [`HpackError::ListTooLarge`], our own limit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HpackError {
+    /// The block ends inside a representation.
+    Truncated,
+    /// An integer of more than 5 continuation octets or above `u32::MAX`.
+    IntegerOverflow,
+    /// An index of 0 or past the end of the tables.
+    BadIndex(u32),
+    /// A Huffman string with EOS or bad padding.
+    BadHuffman,
+    /// A dynamic-table size update above the cap we advertised.
+    SizeUpdateTooLarge {
+        /// The size asked for.
+        size: u32,
+        /// Our cap.
+        max: usize,
+    },
+    /// A dynamic-table size update after a field of the block.
+    SizeUpdateNotFirst,
+    /// The decoded list passed the caller's limit.
+    ListTooLarge {
+        /// The limit, in RFC 9113 header-list bytes.
+        max: usize,
+    },
+}
+
+impl std::fmt::Display for HpackError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HpackError::Truncated => write!(f, "HPACK block truncated"),
+            HpackError::IntegerOverflow => write!(f, "HPACK integer overflow"),
+            HpackError::BadIndex(i) => write!(f, "HPACK index {i} out of range"),
+            HpackError::BadHuffman => write!(f, "HPACK invalid Huffman string"),
+            HpackError::SizeUpdateTooLarge { size, max } => {
+                write!(f, "HPACK table size update {size} > {max}")
+            }
+            HpackError::SizeUpdateNotFirst => {
+                write!(f, "HPACK table size update after a header field")
+            }
+            HpackError::ListTooLarge { max } => {
+                write!(f, "decoded header list over {max} bytes")
+            }
+        }
+    }
+}
+
+/// The dynamic table: newest entry first, each as one allocation holding
+/// name then value.
+#[derive(Clone, Debug, Default)]
+struct Table {
+    entries: VecDeque<(Box<[u8]>, usize)>,
+    /// The RFC size of the entries (lengths + 32 each).
+    size: usize,
+    /// The current maximum size (the last size update, or the cap).
+    max: usize,
+}
+
+impl Table {
+    fn get(&self, i: usize) -> Option<(&[u8], &[u8])> {
+        self.entries.get(i).map(|(b, n)| b.split_at(*n))
+    }
+
+    fn evict_to(&mut self, max: usize) {
+        while self.size > max {
+            match self.entries.pop_back() {
+                Some((b, _)) => self.size -= b.len() + ENTRY_OVERHEAD,
+                None => self.size = 0,
+            }
+        }
+    }
+
+    /// Section 4.4: an entry larger than the maximum empties the table.
+    fn insert(&mut self, name: &[u8], value: &[u8]) {
+        let size = name.len() + value.len() + ENTRY_OVERHEAD;
+        if size > self.max {
+            self.entries.clear();
+            self.size = 0;
+            return;
+        }
+        self.evict_to(self.max - size);
+        let mut b = Vec::with_capacity(name.len() + value.len());
+        b.extend_from_slice(name);
+        b.extend_from_slice(value);
+        self.entries.push_front((b.into_boxed_slice(), name.len()));
+        self.size += size;
+    }
+}
+
+/// The decoder of one connection's header blocks.
+#[derive(Clone, Debug)]
+pub struct Decoder {
+    table: Table,
+    /// Our `SETTINGS_HEADER_TABLE_SIZE`: no size update may pass it.
+    cap: usize,
+}
+
+impl Decoder {
+    /// A decoder whose dynamic table may grow to `cap` octets (the
+    /// `SETTINGS_HEADER_TABLE_SIZE` we advertise; 4096 is the protocol's
+    /// initial value, which the peer may use before it has our SETTINGS).
+    pub fn new(cap: usize) -> Decoder {
+        Decoder {
+            table: Table {
+                max: cap,
+                ..Table::default()
+            },
+            cap,
+        }
+    }
+
+    /// Lowers (or raises) the cap, as when the peer acknowledges a new
+    /// `SETTINGS_HEADER_TABLE_SIZE`. Entries past a lower cap are evicted
+    /// now, exactly as the size update the peer must then send would.
+    pub fn set_cap(&mut self, cap: usize) {
+        self.cap = cap;
+        if self.table.max > cap {
+            self.table.max = cap;
+            self.table.evict_to(cap);
+        }
+    }
+
+    /// The RFC size of the dynamic table's entries.
+    pub fn table_size(&self) -> usize {
+        self.table.size
+    }
+
+    /// The number of entries in the dynamic table.
+    pub fn table_len(&self) -> usize {
+        self.table.entries.len()
+    }
+
+    /// The heap bytes the table holds (payload and bookkeeping), roughly.
+    pub fn heap_bytes(&self) -> usize {
+        self.table.size + self.table.entries.capacity() * std::mem::size_of::<(Box<[u8]>, usize)>()
+    }
+
+    /// Decodes one complete header block (HEADERS and its CONTINUATIONs
+    /// concatenated), calling `field(name, value)` for every field in
+    /// order. Stops with [`HpackError::ListTooLarge`] once the fields'
+    /// `name + value + 32` pass `max_list`. On any error the table may be
+    /// left half-updated: the connection cannot go on (RFC 9113 section
+    /// 4.3).
+    pub fn decode(
+        &mut self,
+        block: &[u8],
+        max_list: usize,
+        mut field: impl FnMut(&[u8], &[u8]),
+    ) -> Result<(), HpackError> {
+        let mut r = Reader { buf: block, at: 0 };
+        let mut list = 0usize;
+        let mut fields_seen = false;
+        let mut name_buf = Vec::new();
+        let mut value_buf = Vec::new();
+        let add = |list: &mut usize, n: &[u8], v: &[u8]| {
+            *list = list.saturating_add(n.len() + v.len() + ENTRY_OVERHEAD);
+            if *list > max_list {
+                return Err(HpackError::ListTooLarge { max: max_list });
+            }
+            Ok(())
+        };
+        while let Some(&first) = r.peek() {
+            if first & 0x80 != 0 {
+                // Indexed field (6.1).
+                let i = r.int(7)?;
+                let (n, v) = self.lookup(i)?;
+                add(&mut list, n, v)?;
+                field(n, v);
+                fields_seen = true;
+            } else if first & 0xe0 == 0x20 {
+                // Dynamic table size update (6.3).
+                if fields_seen {
+                    return Err(HpackError::SizeUpdateNotFirst);
+                }
+                let size = r.int(5)?;
+                if size as usize > self.cap {
+                    return Err(HpackError::SizeUpdateTooLarge {
+                        size,
+                        max: self.cap,
+                    });
+                }
+                self.table.max = size as usize;
+                self.table.evict_to(size as usize);
+            } else {
+                // Literals: with incremental indexing (6.2.1, 01xxxxxx,
+                // 6-bit index), without indexing (0000xxxx) and never
+                // indexed (0001xxxx), both with a 4-bit index.
+                let indexing = first & 0x40 != 0;
+                let i = r.int(if indexing { 6 } else { 4 })?;
+                name_buf.clear();
+                if i == 0 {
+                    r.string(&mut name_buf, max_list)?;
+                } else {
+                    name_buf.extend_from_slice(self.lookup(i)?.0);
+                }
+                value_buf.clear();
+                r.string(&mut value_buf, max_list)?;
+                add(&mut list, &name_buf, &value_buf)?;
+                field(&name_buf, &value_buf);
+                if indexing {
+                    self.table.insert(&name_buf, &value_buf);
+                }
+                fields_seen = true;
+            }
+        }
+        Ok(())
+    }
+
+    /// The field at index `i` of the static then dynamic table.
+    fn lookup(&self, i: u32) -> Result<(&[u8], &[u8]), HpackError> {
+        let idx = i as usize;
+        if idx == 0 {
+            return Err(HpackError::BadIndex(i));
+        }
+        if let Some((n, v)) = STATIC_TABLE.get(idx - 1) {
+            return Ok((n.as_bytes(), v.as_bytes()));
+        }
+        self.table
+            .get(idx - 1 - STATIC_TABLE.len())
+            .ok_or(HpackError::BadIndex(i))
+    }
+}
+
+/// A cursor over a block.
+struct Reader<'a> {
+    buf: &'a [u8],
+    at: usize,
+}
+
+impl Reader<'_> {
+    fn peek(&self) -> Option<&u8> {
+        self.buf.get(self.at)
+    }
+
+    fn byte(&mut self) -> Result<u8, HpackError> {
+        let b = *self.buf.get(self.at).ok_or(HpackError::Truncated)?;
+        self.at += 1;
+        Ok(b)
+    }
+
+    /// An integer with an N-bit prefix (5.1), at most `u32::MAX`.
+    fn int(&mut self, prefix: u32) -> Result<u32, HpackError> {
+        let mask = (1u32 << prefix) - 1;
+        let mut value = u32::from(self.byte()?) & mask;
+        if value < mask {
+            return Ok(value);
+        }
+        let mut shift = 0u32;
+        loop {
+            let b = self.byte()?;
+            if shift > 28 {
+                return Err(HpackError::IntegerOverflow);
+            }
+            let add = u64::from(b & 0x7f) << shift;
+            let v = u64::from(value) + add;
+            value = u32::try_from(v).map_err(|_| HpackError::IntegerOverflow)?;
+            if b & 0x80 == 0 {
+                return Ok(value);
+            }
+            shift += 7;
+        }
+    }
+
+    /// A string literal (5.2), decoded into `out`. A string longer than
+    /// the rest of the block is [`HpackError::Truncated`]; one whose
+    /// decoded length alone passes `max` is [`HpackError::ListTooLarge`].
+    fn string(&mut self, out: &mut Vec<u8>, max: usize) -> Result<(), HpackError> {
+        let huff = self.peek().is_some_and(|b| b & 0x80 != 0);
+        let len = self.int(7)? as usize;
+        let rest = self.buf.len() - self.at;
+        if len > rest {
+            return Err(HpackError::Truncated);
+        }
+        let raw = &self.buf[self.at..self.at + len];
+        self.at += len;
+        if huff {
+            huffman::decode(raw, out).map_err(|_| HpackError::BadHuffman)?;
+        } else {
+            out.extend_from_slice(raw);
+        }
+        if out.len() > max {
+            return Err(HpackError::ListTooLarge { max });
+        }
+        Ok(())
+    }
+}
+
+/// Appends an HPACK integer with an N-bit prefix; `flags` fills the bits
+/// above the prefix of the first octet.
+pub fn encode_int(out: &mut Vec<u8>, flags: u8, prefix: u32, mut value: usize) {
+    let mask = (1usize << prefix) - 1;
+    if value < mask {
+        out.push(flags | value as u8);
+        return;
+    }
+    out.push(flags | mask as u8);
+    value -= mask;
+    while value >= 0x80 {
+        out.push((value & 0x7f) as u8 | 0x80);
+        value >>= 7;
+    }
+    out.push(value as u8);
+}
+
+/// Appends a plain (not Huffman) string literal.
+pub fn encode_str(out: &mut Vec<u8>, s: &[u8]) {
+    encode_int(out, 0, 7, s.len());
+    out.extend_from_slice(s);
+}
+
+/// Encodes a header list as our requests send it: every field a "literal
+/// without indexing" with a literal name and no Huffman coding (6.2.2),
+/// which leaves the peer's decoder table untouched and needs no encoder
+/// state.
+pub fn encode_block(fields: &[(Vec<u8>, Vec<u8>)]) -> Vec<u8> {
+    let size: usize = fields.iter().map(|(n, v)| n.len() + v.len() + 12).sum();
+    let mut out = Vec::with_capacity(size);
+    for (n, v) in fields {
+        out.push(0);
+        encode_str(&mut out, n);
+        encode_str(&mut out, v);
+    }
+    out
+}

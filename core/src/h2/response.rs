@@ -1,0 +1,161 @@
+//! One stream's response as the client collects it, and the rules of
+//! RFC 9113 section 8 a response's header fields must follow.
+
+use crate::matcher::HeadView;
+
+/// The most interim (1xx) responses skipped before the final one, as for
+/// HTTP/1.x ([`crate::http::response::MAX_INTERIM`]).
+pub const MAX_INTERIM: u32 = crate::http::response::MAX_INTERIM;
+
+/// A header or trailer field: `(name, value)`, the name lowercase.
+pub type Field = (Vec<u8>, Vec<u8>);
+
+/// What a stream received. Fields are kept as HPACK decoded them (names
+/// lowercase, as RFC 9113 requires of every field accepted); the body
+/// up to the client's `max_body_bytes`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Response {
+    /// The final `:status` (100..=599, not 1xx), once its HEADERS came.
+    pub status: Option<u16>,
+    /// How many interim (1xx) responses were skipped.
+    pub interim: u32,
+    /// The final response's regular header fields, in order (no
+    /// pseudo-header).
+    pub headers: Vec<Field>,
+    /// The body's first `max_body_bytes` bytes.
+    pub body: Vec<u8>,
+    /// The body's length in all (what was kept and what was not).
+    pub body_len: u64,
+    /// The trailer fields, when a trailer section came.
+    pub trailers: Vec<Field>,
+    /// A trailer section came (possibly empty).
+    pub has_trailers: bool,
+    /// The server ended the stream (END_STREAM): the response is
+    /// complete.
+    pub end_stream: bool,
+    /// The server reset the stream with this error code (RST_STREAM).
+    pub reset: Option<u32>,
+    /// The server's GOAWAY said it did not process this stream (its id
+    /// is above the GOAWAY's last stream id): safe to retry elsewhere.
+    pub refused: bool,
+}
+
+impl Response {
+    /// The response is complete: the server ended the stream.
+    pub fn complete(&self) -> bool {
+        self.end_stream
+    }
+
+    /// The stream is over, complete or not (ended, reset or refused).
+    pub fn closed(&self) -> bool {
+        self.end_stream || self.reset.is_some() || self.refused
+    }
+
+    /// Some of the body was not kept (it is longer than `max_body_bytes`).
+    pub fn body_truncated(&self) -> bool {
+        self.body_len > self.body.len() as u64
+    }
+
+    /// The head as the HTTP verdict ([`crate::matcher::http_verdict`])
+    /// reads it, once the final HEADERS came.
+    pub fn head(&self) -> Option<HeadView<'_>> {
+        self.status.map(|status| HeadView {
+            status,
+            headers: &self.headers,
+        })
+    }
+
+    /// The value of the first header field named `name` (lowercase).
+    pub fn header(&self, name: &[u8]) -> Option<&[u8]> {
+        find(&self.headers, name)
+    }
+
+    /// The value of the first trailer field named `name` (lowercase).
+    pub fn trailer(&self, name: &[u8]) -> Option<&[u8]> {
+        find(&self.trailers, name)
+    }
+
+    /// Heap bytes held, roughly.
+    pub fn heap_bytes(&self) -> usize {
+        let fields = |f: &[Field]| -> usize {
+            f.iter()
+                .map(|(n, v)| n.capacity() + v.capacity() + 48)
+                .sum()
+        };
+        fields(&self.headers) + fields(&self.trailers) + self.body.capacity()
+    }
+}
+
+fn find<'a>(fields: &'a [Field], name: &[u8]) -> Option<&'a [u8]> {
+    fields
+        .iter()
+        .find(|(n, _)| n.as_slice() == name)
+        .map(|(_, v)| v.as_slice())
+}
+
+/// Header fields that are connection-specific in HTTP/1.1 and make an
+/// HTTP/2 message malformed (RFC 9113 section 8.2.2).
+pub const CONNECTION_SPECIFIC: [&[u8]; 5] = [
+    b"connection",
+    b"keep-alive",
+    b"proxy-connection",
+    b"transfer-encoding",
+    b"upgrade",
+];
+
+/// Checks a decoded field section of a response (RFC 9113 sections 8.2
+/// and 8.3.2) and returns its `:status` (`None` for trailers, which may
+/// have no pseudo-header). What is refused, with the words returned:
+///
+/// - a pseudo-header other than `:status`, a second `:status`, one after
+///   a regular field, any in trailers, none in a head;
+/// - a `:status` that is not three digits 100..=599;
+/// - a name that is empty or has a byte 0x00-0x20, A-Z, 0x7f-0xff or `:`;
+/// - a connection-specific field ([`CONNECTION_SPECIFIC`]);
+/// - a value with NUL, CR or LF, or starting or ending with SP or HTAB.
+pub fn check_fields(fields: &[Field], trailers: bool) -> Result<Option<u16>, &'static str> {
+    let mut status = None;
+    let mut regular = false;
+    for (n, v) in fields {
+        if n.first() == Some(&b':') {
+            if trailers {
+                return Err("pseudo-header in trailers");
+            }
+            if regular {
+                return Err("pseudo-header after a regular field");
+            }
+            if n.as_slice() != b":status" {
+                return Err("pseudo-header other than :status");
+            }
+            if status.is_some() {
+                return Err("duplicate :status");
+            }
+            status = Some(parse_status(v).ok_or("invalid :status")?);
+        } else {
+            regular = true;
+            let bad = |&b: &u8| b <= 0x20 || b.is_ascii_uppercase() || b >= 0x7f || b == b':';
+            if n.is_empty() || n.iter().any(bad) {
+                return Err("invalid field name");
+            }
+            if CONNECTION_SPECIFIC.contains(&n.as_slice()) {
+                return Err("connection-specific header field");
+            }
+        }
+        let ws = |b: Option<&u8>| matches!(b, Some(b' ' | b'\t'));
+        if v.iter().any(|&b| matches!(b, 0 | b'\r' | b'\n')) || ws(v.first()) || ws(v.last()) {
+            return Err("invalid field value");
+        }
+    }
+    if !trailers && status.is_none() {
+        return Err("missing :status");
+    }
+    Ok(status)
+}
+
+fn parse_status(v: &[u8]) -> Option<u16> {
+    if v.len() != 3 || !v.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let s = v.iter().fold(0u16, |n, &d| n * 10 + u16::from(d - b'0'));
+    (100..=599).contains(&s).then_some(s)
+}
