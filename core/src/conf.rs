@@ -22,6 +22,7 @@ mod check;
 mod context;
 mod directives;
 mod escape;
+mod grpc;
 mod http;
 pub mod migration;
 mod time;
@@ -40,6 +41,7 @@ pub use directives::{
     StatusConf, VnswrrConf,
 };
 pub use escape::unescape;
+pub use grpc::{parse_grpc_service, parse_grpc_status, parse_http_version, HttpVersion};
 pub(crate) use http::{is_token, TOKEN_SYNTAX};
 pub use http::{
     parse_buffer_size, parse_http_expect_alive, parse_http_header, parse_http_request,
@@ -91,6 +93,11 @@ pub enum CheckType {
     /// Send a FastCGI request (`check_fastcgi_param`), judge the
     /// response's `Status` as `check_http_expect_alive` says.
     Fastcgi,
+    /// gRPC's `grpc.health.v1.Health/Check` over cleartext HTTP/2 (prior
+    /// knowledge).
+    Grpc,
+    /// `type=grpc` over TLS, ALPN `h2`.
+    Grpcs,
 }
 
 impl CheckType {
@@ -105,6 +112,8 @@ impl CheckType {
             CheckType::Mysql => "mysql",
             CheckType::Ajp => "ajp",
             CheckType::Fastcgi => "fastcgi",
+            CheckType::Grpc => "grpc",
+            CheckType::Grpcs => "grpcs",
         }
     }
 
@@ -122,9 +131,23 @@ impl CheckType {
         matches!(self, CheckType::Http | CheckType::Https)
     }
 
-    /// Over TLS (`https`, `tls`).
+    /// Over TLS (`https`, `tls`, `grpcs`).
     pub fn is_tls(self) -> bool {
-        matches!(self, CheckType::Https | CheckType::Tls)
+        matches!(self, CheckType::Https | CheckType::Tls | CheckType::Grpcs)
+    }
+
+    /// A gRPC health check (`grpc`, `grpcs`).
+    pub fn is_grpc(self) -> bool {
+        matches!(self, CheckType::Grpc | CheckType::Grpcs)
+    }
+
+    /// Whether the check may keep its connection between rounds
+    /// (`reuse=`, `keepalive=`).
+    pub fn may_keep_connection(self) -> bool {
+        !matches!(
+            self,
+            CheckType::Udp | CheckType::Mysql | CheckType::Ajp | CheckType::Fastcgi
+        )
     }
 
     /// The reasons a round of this type can fail with, in counter order
@@ -145,6 +168,18 @@ impl CheckType {
             CheckType::Mysql | CheckType::Fastcgi => &STATUS_REASONS,
             // Anything but the CPong.
             CheckType::Ajp => &AJP_REASONS,
+            CheckType::Grpc => &GRPC_REASONS,
+            CheckType::Grpcs => &GRPCS_REASONS,
+        }
+    }
+
+    /// [`CheckType::failure_reasons_with`] of a check whose http rounds
+    /// speak HTTP/2 (`h2`: `check_http_version 2`): `protocol` as well.
+    pub fn failure_reasons_of(self, expects: bool, h2: bool) -> &'static [crate::reason::Reason] {
+        match (self, h2) {
+            (CheckType::Http, true) => &HTTP2_REASONS,
+            (CheckType::Https, true) => &HTTPS2_REASONS,
+            _ => self.failure_reasons_with(expects),
         }
     }
 
@@ -222,6 +257,41 @@ const STATUS_REASONS: [crate::reason::Reason; 8] = connection_and([
 
 /// `type=ajp`: the connection's and an answer that is not the CPong.
 const AJP_REASONS: [crate::reason::Reason; 7] = connection_and([crate::reason::Reason::Mismatch]);
+
+/// `type=grpc`: the connection's, a status that does not pass, a
+/// malformed answer and HTTP/2's own failures.
+const GRPC_REASONS: [crate::reason::Reason; 9] = connection_and([
+    crate::reason::Reason::Status,
+    crate::reason::Reason::Invalid,
+    crate::reason::Reason::Protocol,
+]);
+
+/// `type=grpcs`: [`GRPC_REASONS`] and the handshake's (in counter order).
+const GRPCS_REASONS: [crate::reason::Reason; 11] = connection_and([
+    crate::reason::Reason::Status,
+    crate::reason::Reason::Invalid,
+    crate::reason::Reason::Tls,
+    crate::reason::Reason::TlsVerify,
+    crate::reason::Reason::Protocol,
+]);
+
+/// `type=http` over HTTP/2: the http reasons and `protocol`.
+const HTTP2_REASONS: [crate::reason::Reason; 10] = connection_and([
+    crate::reason::Reason::Status,
+    crate::reason::Reason::Mismatch,
+    crate::reason::Reason::Invalid,
+    crate::reason::Reason::Protocol,
+]);
+
+/// `type=https` over HTTP/2.
+const HTTPS2_REASONS: [crate::reason::Reason; 12] = connection_and([
+    crate::reason::Reason::Status,
+    crate::reason::Reason::Mismatch,
+    crate::reason::Reason::Invalid,
+    crate::reason::Reason::Tls,
+    crate::reason::Reason::TlsVerify,
+    crate::reason::Reason::Protocol,
+]);
 
 /// [`Reason::CONNECTION`], then what a response can fail with.
 const HTTP_REASONS: [crate::reason::Reason; 9] = {

@@ -172,8 +172,9 @@ pub fn log_safe(bytes: &[u8]) -> String {
 /// What [`verdict`] found.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Verdict {
-    /// Pass, or the failure's reason ([`Reason::Status`] or
-    /// [`Reason::Invalid`]) and a detail for the log.
+    /// Pass, or the failure's reason ([`Reason::Status`],
+    /// [`Reason::Invalid`] or [`Reason::Protocol`]) and a detail for the
+    /// log.
     pub result: Result<(), (Reason, String)>,
     /// The `grpc-status` seen, valid or not judged (the status page's
     /// `grpc_status`).
@@ -187,8 +188,8 @@ pub struct Verdict {
 /// Judges a closed stream's response. `extra_pass` are the codes of
 /// `check_grpc_status` that pass as they are. In this order:
 ///
-/// 1. not complete: `invalid`, `stream reset (CODE)`, `stream refused
-///    (GOAWAY)` or `response incomplete`;
+/// 1. not complete: `protocol`, `stream reset (CODE)` or `stream refused
+///    (GOAWAY)`; `invalid`, `response incomplete`;
 /// 2. `:status` not 200: `invalid`, `HTTP 503` (a gRPC server answers
 ///    200 even for errors, so another status is a proxy or not gRPC);
 /// 3. `grpc-status` from the trailers, or from the head when no trailers
@@ -238,10 +239,13 @@ fn is_grpc_type(ct: &[u8]) -> bool {
 fn judge(resp: &Response, extra_pass: &[u32], v: &mut Verdict) -> Result<(), (Reason, String)> {
     if !resp.complete() {
         if let Some(c) = resp.reset {
-            return invalid(format!("stream reset ({})", crate::h2::code::name(c)));
+            return Err((
+                Reason::Protocol,
+                format!("stream reset ({})", crate::h2::code::name(c)),
+            ));
         }
         if resp.refused {
-            return invalid("stream refused (GOAWAY)");
+            return Err((Reason::Protocol, "stream refused (GOAWAY)".into()));
         }
         return invalid("response incomplete");
     }

@@ -161,7 +161,11 @@ impl Test {
             CheckType::Http | CheckType::Https => self.is_http(),
             CheckType::Tcp | CheckType::Udp | CheckType::Tls => !self.is_http(),
             // Their exchange is fixed: no block judges it.
-            CheckType::Mysql | CheckType::Ajp | CheckType::Fastcgi => false,
+            CheckType::Mysql
+            | CheckType::Ajp
+            | CheckType::Fastcgi
+            | CheckType::Grpc
+            | CheckType::Grpcs => false,
         }
     }
 }

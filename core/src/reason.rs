@@ -32,6 +32,11 @@ pub enum Reason {
     Tls = 10,
     /// The peer's certificate did not verify (chain or name).
     TlsVerify = 11,
+    /// HTTP/2 (`grpc`, `grpcs`, `check_http_version 2`): no SETTINGS in
+    /// time, a GOAWAY or RST_STREAM for the round's stream, a bad or
+    /// oversized frame, a header block or control frames past their
+    /// bounds, or ALPN not `h2`.
+    Protocol = 12,
 }
 
 /// Number of reasons (the length of a slot's per-reason counters).
@@ -39,7 +44,7 @@ pub const REASONS: usize = Reason::ALL.len();
 
 impl Reason {
     /// Every reason, in counter order.
-    pub const ALL: [Reason; 12] = [
+    pub const ALL: [Reason; 13] = [
         Reason::Refused,
         Reason::Timeout,
         Reason::Reset,
@@ -52,6 +57,7 @@ impl Reason {
         Reason::Passive,
         Reason::Tls,
         Reason::TlsVerify,
+        Reason::Protocol,
     ];
 
     /// The reasons of the connection itself, which every TCP-based check
@@ -80,6 +86,7 @@ impl Reason {
             Reason::Passive => "passive",
             Reason::Tls => "tls",
             Reason::TlsVerify => "tls-verify",
+            Reason::Protocol => "protocol",
         }
     }
 
@@ -98,6 +105,7 @@ impl Reason {
             Reason::Passive => "proxied attempts failed",
             Reason::Tls => "TLS handshake failed",
             Reason::TlsVerify => "certificate verification failed",
+            Reason::Protocol => "HTTP/2 protocol error",
         }
     }
 

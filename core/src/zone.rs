@@ -19,7 +19,7 @@ use crate::status::{duration_bucket, DURATION_SLOTS};
 /// "ngx_hck1": written first into a zone this module initialised.
 pub const MAGIC: u64 = 0x6e67_785f_6863_6b31;
 /// Bumped whenever the layout of [`Header`] or [`Slot`] changes.
-pub const LAYOUT_VERSION: u32 = 4;
+pub const LAYOUT_VERSION: u32 = 5;
 
 /// Zone header.
 #[repr(C)]
@@ -107,6 +107,8 @@ pub struct Slot {
     pub fail_open: AtomicU32,
     /// TLS checks: rounds whose handshake resumed a session.
     pub tls_resumed: AtomicU32,
+    /// The last `grpc-status` a grpc check got, plus one; 0 = none.
+    pub grpc_status: AtomicU32,
     pub failures: [AtomicU32; REASONS],
     pub duration_buckets: [AtomicU32; DURATION_SLOTS],
 }
@@ -172,6 +174,8 @@ pub struct Snapshot {
     pub last_duration: u32,
     pub http_status: u32,
     pub tls_resumed: u64,
+    /// The last `grpc-status` plus one, 0 = none.
+    pub grpc_status: u32,
     /// `admin::*` bits.
     pub admin: u32,
     /// 1 while the peer's upstream fails open.
@@ -194,6 +198,11 @@ impl Snapshot {
     /// The last HTTP status code seen, if any.
     pub fn http_status(&self) -> Option<u16> {
         u16::try_from(self.http_status).ok().filter(|&s| s != 0)
+    }
+
+    /// The last `grpc-status` seen, if any.
+    pub fn grpc_status(&self) -> Option<u32> {
+        self.grpc_status.checked_sub(1)
     }
 }
 
@@ -221,7 +230,8 @@ macro_rules! state_fields {
             http_status,
             admin,
             fail_open,
-            tls_resumed
+            tls_resumed,
+            grpc_status
         )
     };
 }
@@ -369,6 +379,15 @@ impl Slot {
         })
     }
 
+    /// A grpc round got `code` as its `grpc-status` (kept until a later
+    /// round gets another; `u32::MAX` is not stored).
+    pub fn record_grpc_status(&self, code: u32) {
+        let seq = self.write_begin();
+        self.grpc_status
+            .store(code.saturating_add(1), Ordering::Relaxed);
+        self.write_end(seq);
+    }
+
     /// A proxied attempt to this peer failed (`passive_fall`, across all
     /// workers). The `fall`th failure in a row takes an up peer down with
     /// reason `passive`; only check rounds bring it back. Returns the flip
@@ -487,6 +506,7 @@ impl Slot {
                 last_duration: self.last_duration.load(r),
                 http_status: self.http_status.load(r),
                 tls_resumed: u64::from(self.tls_resumed.load(r)),
+                grpc_status: self.grpc_status.load(r),
                 admin: self.admin.load(r),
                 fail_open: self.fail_open.load(r),
                 failures: core::array::from_fn(|i| u64::from(self.failures[i].load(r))),

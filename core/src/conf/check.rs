@@ -114,7 +114,7 @@ pub fn parse_check_warned(args: &[&[u8]]) -> Result<Checked, ConfError> {
 }
 
 /// The names `type=` takes, for suggestions.
-const TYPES: [&str; 9] = [
+const TYPES: [&str; 11] = [
     "tcp",
     "udp",
     "http",
@@ -124,6 +124,8 @@ const TYPES: [&str; 9] = [
     "mysql",
     "ajp",
     "fastcgi",
+    "grpc",
+    "grpcs",
 ];
 
 /// `type=<value>`: a type of this module, a type of the C modules that is
@@ -139,6 +141,8 @@ fn parse_type(value: &[u8]) -> Result<CheckType, String> {
         b"mysql" => CheckType::Mysql,
         b"ajp" => CheckType::Ajp,
         b"fastcgi" => CheckType::Fastcgi,
+        b"grpc" => CheckType::Grpc,
+        b"grpcs" => CheckType::Grpcs,
         b"pop3" | b"imap" | b"smtp" => {
             let greeting = match value {
                 b"pop3" => "+OK",

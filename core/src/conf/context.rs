@@ -24,16 +24,21 @@
 //!    warning at `check` that the unix server is checked on its own
 //!    address (it has no port to replace), as Tengine does.
 //! 4. `check_http_send`, `check_http_request`, `check_http_header`,
-//!    `check_http_expect_alive`, `check_http_expect_body` or
-//!    `check_fastcgi_param` (in this order) in an upstream whose check
+//!    `check_http_expect_alive`, `check_http_expect_body`,
+//!    `check_fastcgi_param`, `check_grpc_service`, `check_grpc_status` or
+//!    `check_http_version` (in this order) in an upstream whose check
 //!    type does not take it: an error at that directive.
 //!    `check_http_send` is the request of `type=http`, the bytes a
 //!    `type=tcp` check sends (and reads nothing) and the datagram of
 //!    `type=udp`; `check_http_expect_alive` judges `http`, `https` and
-//!    `fastcgi`; `check_fastcgi_param` is for `fastcgi`.
-//! 5. `check_http_send` with `check_http_request` or `check_http_header`
-//!    (the raw request replaces the one they build), or with a
-//!    `check_match` block that has `send`: an error at `check_http_send`.
+//!    `fastcgi`; `check_fastcgi_param` is for `fastcgi`; the grpc
+//!    directives for `grpc` and `grpcs`; `check_http_version` for `http`
+//!    and `https`.
+//! 5. `check_http_version 2` with `check_http_send` (HTTP/1 bytes): an
+//!    error at `check_http_version`. `check_http_send` with
+//!    `check_http_request` or `check_http_header` (the raw request
+//!    replaces the one they build), or with a `check_match` block that has
+//!    `send`: an error at `check_http_send`.
 //! 6. `check ... match=NAME` without a block of that name, or with a block
 //!    whose tests do not fit the check's type: an error at `check`.
 //! 7. `check_http_send` of a tcp or udp check, or `check_http_expect_body`,
@@ -119,6 +124,14 @@ pub struct HttpDirectives {
     pub expect_body: bool,
     /// `check_fastcgi_param` (one or more).
     pub fastcgi_param: bool,
+    /// `check_grpc_service`.
+    pub grpc_service: bool,
+    /// `check_grpc_status`.
+    pub grpc_status: bool,
+    /// `check_http_version`.
+    pub http_version: bool,
+    /// `check_http_version 2`.
+    pub http2: bool,
 }
 
 /// The directive a [`Diagnostic`] is about: nginx logs it at the position
@@ -143,12 +156,42 @@ pub enum Directive {
     HttpExpectBody(usize),
     /// The first `check_fastcgi_param` of the upstream at this index.
     FastcgiParam(usize),
+    /// `check_grpc_service` of the upstream at this index.
+    GrpcService(usize),
+    /// `check_grpc_status` of the upstream at this index.
+    GrpcStatus(usize),
+    /// `check_http_version` of the upstream at this index.
+    HttpVersion(usize),
     /// The `check_match` block at this index of the blocks.
     Match(usize),
     /// `check_fail_open` of the upstream at this index.
     FailOpen(usize),
     /// The named `check_ssl_*` directive of the upstream at this index.
     Tls(usize, &'static str),
+}
+
+impl Directive {
+    /// The same directive of the upstream `f(i)` instead of `i` (a block
+    /// or the context's `check_shm_size` as they are).
+    pub fn of_upstream(self, f: impl Fn(usize) -> usize) -> Directive {
+        use Directive as D;
+        match self {
+            D::Check(i) => D::Check(f(i)),
+            D::KeepaliveRequests(i) => D::KeepaliveRequests(f(i)),
+            D::HttpSend(i) => D::HttpSend(f(i)),
+            D::HttpRequest(i) => D::HttpRequest(f(i)),
+            D::HttpHeader(i) => D::HttpHeader(f(i)),
+            D::HttpExpectAlive(i) => D::HttpExpectAlive(f(i)),
+            D::HttpExpectBody(i) => D::HttpExpectBody(f(i)),
+            D::FastcgiParam(i) => D::FastcgiParam(f(i)),
+            D::GrpcService(i) => D::GrpcService(f(i)),
+            D::GrpcStatus(i) => D::GrpcStatus(f(i)),
+            D::HttpVersion(i) => D::HttpVersion(f(i)),
+            D::FailOpen(i) => D::FailOpen(f(i)),
+            D::Tls(i, d) => D::Tls(f(i), d),
+            D::ShmSize | D::Match(_) => self,
+        }
+    }
 }
 
 /// A message for `nginx -t`, and where to log it.
@@ -277,7 +320,7 @@ fn check_http(
     let h = u.http;
     let t = u.check.map(|c| c.check_type);
     let is = |types: &[CheckType]| t.is_some_and(|t| types.contains(&t));
-    use CheckType::{Fastcgi, Http, Https, Tcp, Udp};
+    use CheckType::{Fastcgi, Grpc, Grpcs, Http, Https, Tcp, Udp};
     for (given, at, directive, types, what) in [
         (
             h.send,
@@ -322,6 +365,27 @@ fn check_http(
             &[Fastcgi][..],
             "type=fastcgi",
         ),
+        (
+            h.grpc_service,
+            Directive::GrpcService(i),
+            "check_grpc_service",
+            &[Grpc, Grpcs][..],
+            "type=grpc or type=grpcs",
+        ),
+        (
+            h.grpc_status,
+            Directive::GrpcStatus(i),
+            "check_grpc_status",
+            &[Grpc, Grpcs][..],
+            "type=grpc or type=grpcs",
+        ),
+        (
+            h.http_version,
+            Directive::HttpVersion(i),
+            "check_http_version",
+            &[Http, Https][..],
+            "type=http or type=https",
+        ),
     ] {
         if given && !is(types) {
             let now = t.map_or(String::from("no check"), |t| format!("type={}", t.as_str()));
@@ -333,6 +397,16 @@ fn check_http(
                 ),
             );
         }
+    }
+    if h.send && h.http2 {
+        return err(
+            Directive::HttpVersion(i),
+            format!(
+                "\"check_http_version 2\" and \"check_http_send\" cannot both be used in upstream \
+                 \"{name}\": check_http_send is HTTP/1 bytes; build the request with \
+                 check_http_request and check_http_header"
+            ),
+        );
     }
     if h.send {
         for (given, other) in [

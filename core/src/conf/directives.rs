@@ -1,17 +1,10 @@
 //! The single-purpose directives: `check_shm_size`,
 //! `check_keepalive_requests`, `healthcheck_status` and `vnswrr`.
 
+use super::http::invalid_value;
 use super::time::{parse_decimal, parse_size, NumError};
 use super::{printable, ConfError, FailOpen, KEEPALIVE_REQUESTS_MAX, SHM_SIZE_MAX};
 use crate::status::Format;
-
-/// `invalid value "<arg>" in "<directive>" directive: <reason>`
-fn invalid_value(directive: &str, arg: &[u8], reason: &str) -> ConfError {
-    ConfError(format!(
-        "invalid value \"{}\" in \"{directive}\" directive: {reason}",
-        printable(arg)
-    ))
-}
 
 /// `check_shm_size size;`: nginx size syntax (bytes, `k`, `m`, `g`),
 /// greater than 0 and at most [`SHM_SIZE_MAX`].

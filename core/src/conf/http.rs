@@ -22,14 +22,14 @@ pub const HOST_WARNING: &str =
     "check_http_send request is HTTP/1.1 without a Host header: backends will answer 400";
 
 /// `invalid value "<arg>" in "<directive>" directive: <reason>`
-fn invalid_value(directive: &str, arg: &[u8], reason: &str) -> ConfError {
+pub(super) fn invalid_value(directive: &str, arg: &[u8], reason: &str) -> ConfError {
     ConfError(format!(
         "invalid value \"{}\" in \"{directive}\" directive: {reason}",
         printable(arg)
     ))
 }
 
-fn invalid_count(directive: &str) -> ConfError {
+pub(super) fn invalid_count(directive: &str) -> ConfError {
     ConfError(format!(
         "invalid number of arguments in \"{directive}\" directive"
     ))

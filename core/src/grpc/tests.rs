@@ -281,12 +281,15 @@ fn invalid_answers() {
     let mut r = answer(&serving, "0");
     r.end_stream = false;
     assert_eq!(inv(&r), "response incomplete");
+    // The stream's own end is HTTP/2's: `protocol`.
     r.reset = Some(2);
-    assert_eq!(inv(&r), "stream reset (INTERNAL_ERROR)");
+    let v = verdict(&r, &[]);
+    assert_eq!(detail(&v), (Reason::Protocol, "stream reset (INTERNAL_ERROR)"));
     let mut r = answer(&serving, "0");
     r.end_stream = false;
     r.refused = true;
-    assert_eq!(inv(&r), "stream refused (GOAWAY)");
+    let v = verdict(&r, &[]);
+    assert_eq!(detail(&v), (Reason::Protocol, "stream refused (GOAWAY)"));
     assert_eq!(inv(&answer(b"", "0")), "no message");
     assert_eq!(
         inv(&answer(&[serving.clone(), serving.clone()].concat(), "0")),

@@ -126,7 +126,7 @@ fn spec_examples_that_fail() {
         (
             "type=HTTP",
             "invalid parameter \"type=HTTP\": unknown type \"HTTP\": did you mean type=http? \
-             (types: tcp, udp, http, https, tls, ssl_hello, mysql, ajp, fastcgi)",
+             (types: tcp, udp, http, https, tls, ssl_hello, mysql, ajp, fastcgi, grpc, grpcs)",
         ),
         (
             "type=fastcgi reuse=on",

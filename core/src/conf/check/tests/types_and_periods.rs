@@ -189,7 +189,7 @@ fn non_utf8_arguments_do_not_panic() {
     assert_eq!(
         e.to_string(),
         "invalid parameter \"type=t\u{e9}p\": unknown type \"t\u{e9}p\": did you mean \
-         type=tcp? (types: tcp, udp, http, https, tls, ssl_hello, mysql, ajp, fastcgi)"
+         type=tcp? (types: tcp, udp, http, https, tls, ssl_hello, mysql, ajp, fastcgi, grpc, grpcs)"
     );
 }
 

@@ -12,6 +12,7 @@ pub(super) fn http(send: bool, request: bool, header: bool, expect_alive: bool) 
         expect_alive,
         expect_body: false,
         fastcgi_param: false,
+        ..HttpDirectives::default()
     }
 }
 
@@ -57,6 +58,7 @@ fn http_directives_require_a_type_that_takes_them() {
         expect_alive,
         expect_body,
         fastcgi_param,
+        ..HttpDirectives::default()
     };
     // (directives, at, name, what the message asks for, types refused)
     let send_types = "type=http (the request), type=tcp (bytes sent, nothing read) or \
@@ -403,4 +405,65 @@ fn http_rules_come_after_port_and_before_the_size() {
         Directive::HttpSend(0),
         "before the size"
     );
+}
+
+#[test]
+fn grpc_and_http_version_directives_need_their_types() {
+    let grpc = check("type=grpc");
+    let grpcs = check("type=grpcs");
+    let web = check("type=http");
+    let tcp = check("type=tcp");
+    let with = |c, f: fn(&mut HttpDirectives)| {
+        let mut h = HttpDirectives::default();
+        f(&mut h);
+        with_http(ups("u", Some(c), None, vec![]), h)
+    };
+    let service: fn(&mut HttpDirectives) = |h| h.grpc_service = true;
+    let status: fn(&mut HttpDirectives) = |h| h.grpc_status = true;
+    let version: fn(&mut HttpDirectives) = |h| {
+        h.http_version = true;
+        h.http2 = true;
+    };
+    for c in [&grpc, &grpcs] {
+        assert!(finish_with(&[with(c, service)], &[]).result.is_ok());
+        assert!(finish_with(&[with(c, status)], &[]).result.is_ok());
+    }
+    assert_eq!(
+        error_of(&finish_with(&[with(&web, service)], &[])),
+        (
+            Directive::GrpcService(0),
+            "\"check_grpc_service\" requires \"check ... type=grpc or type=grpcs\" in upstream \
+             \"u\", which has type=http"
+        )
+    );
+    assert_eq!(error_of(&finish_with(&[with(&tcp, status)], &[])).0, Directive::GrpcStatus(0));
+    assert!(finish_with(&[with(&web, version)], &[]).result.is_ok());
+    assert_eq!(
+        error_of(&finish_with(&[with(&grpc, version)], &[])),
+        (
+            Directive::HttpVersion(0),
+            "\"check_http_version\" requires \"check ... type=http or type=https\" in upstream \
+             \"u\", which has type=grpc"
+        )
+    );
+    let both: fn(&mut HttpDirectives) = |h| {
+        h.http_version = true;
+        h.http2 = true;
+        h.send = true;
+    };
+    assert_eq!(
+        error_of(&finish_with(&[with(&web, both)], &[])),
+        (
+            Directive::HttpVersion(0),
+            "\"check_http_version 2\" and \"check_http_send\" cannot both be used in upstream \
+             \"u\": check_http_send is HTTP/1 bytes; build the request with check_http_request \
+             and check_http_header"
+        )
+    );
+    // check_http_version 1.1 with check_http_send is fine.
+    let one: fn(&mut HttpDirectives) = |h| {
+        h.http_version = true;
+        h.send = true;
+    };
+    assert!(finish_with(&[with(&web, one)], &[]).result.is_ok());
 }

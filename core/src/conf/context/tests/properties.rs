@@ -119,20 +119,7 @@ proptest! {
         let fewer: Vec<UpstreamFacts<'_>> = kept.iter().map(|&i| facts[i].clone()).collect();
         let g = finish_context(group, &fewer, &[], shm, required);
         let reindex = |d: &Diagnostic| Diagnostic {
-            at: match d.at {
-                Directive::Check(i) => Directive::Check(kept[i]),
-                Directive::KeepaliveRequests(i) => Directive::KeepaliveRequests(kept[i]),
-                Directive::HttpSend(i) => Directive::HttpSend(kept[i]),
-                Directive::HttpRequest(i) => Directive::HttpRequest(kept[i]),
-                Directive::HttpHeader(i) => Directive::HttpHeader(kept[i]),
-                Directive::HttpExpectAlive(i) => Directive::HttpExpectAlive(kept[i]),
-                Directive::HttpExpectBody(i) => Directive::HttpExpectBody(kept[i]),
-                Directive::FastcgiParam(i) => Directive::FastcgiParam(kept[i]),
-                Directive::ShmSize => Directive::ShmSize,
-                Directive::Match(j) => Directive::Match(j),
-                Directive::FailOpen(i) => Directive::FailOpen(kept[i]),
-                Directive::Tls(i, d) => Directive::Tls(kept[i], d),
-            },
+            at: d.at.of_upstream(|i| kept[i]),
             error: d.error.clone(),
         };
         prop_assert_eq!(g.warnings.iter().map(reindex).collect::<Vec<_>>(), f.warnings);
