@@ -75,6 +75,12 @@ pub struct HttpConf {
     pub expect_body: Setting<Rc<CompiledMatch>>,
     /// `check_fastcgi_param` pairs, in order (where the first was written).
     pub fastcgi_params: Setting<Vec<(Vec<u8>, Vec<u8>)>>,
+    /// `check_grpc_service`.
+    pub grpc_service: Setting<Vec<u8>>,
+    /// `check_grpc_status`: the extra codes that pass.
+    pub grpc_status: Setting<Vec<u32>>,
+    /// `check_http_version`.
+    pub http_version: Setting<cc::HttpVersion>,
 }
 
 /// Per-upstream configuration (created for every server block too, where
@@ -196,6 +202,18 @@ setting_directives! {
     ngx_upstream_check_buffer_size: UpsConf, "check_buffer_size", http.buffer_size,
         Repeat::Refuse,
         |_cf, args| cc::parse_buffer_size(one("check_buffer_size", args)?);
+    /// `check_grpc_service NAME;`
+    ngx_upstream_check_grpc_service: UpsConf, "check_grpc_service", http.grpc_service,
+        Repeat::Refuse,
+        |_cf, args| cc::parse_grpc_service(args);
+    /// `check_grpc_status CODE ...;`
+    ngx_upstream_check_grpc_status: UpsConf, "check_grpc_status", http.grpc_status,
+        Repeat::Refuse,
+        |_cf, args| cc::parse_grpc_status(args);
+    /// `check_http_version 1.1 | 2;`
+    ngx_upstream_check_http_version: UpsConf, "check_http_version", http.http_version,
+        Repeat::Refuse,
+        |_cf, args| cc::parse_http_version(args);
 }
 
 /// `check ...;` in an upstream block. A second one replaces the first with

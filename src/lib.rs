@@ -130,7 +130,7 @@ const fn check_status(name: ngx::ffi::ngx_str_t) -> Directive {
 
 /// The module's directives, each said once: the http and stream tables are
 /// made from this list (docs/directives.md documents each).
-const DIRECTIVES: [Directive; 37] = {
+const DIRECTIVES: [Directive; 40] = {
     use core::mem::offset_of;
     use NGX_CONF_1MORE as MORE;
     use NGX_CONF_TAKE1 as ONE;
@@ -153,6 +153,16 @@ const DIRECTIVES: [Directive; 37] = {
             conf::ngx_upstream_check_fastcgi_param,
         ),
         ups(
+            ngx_string!("check_grpc_service"),
+            ONE,
+            conf::ngx_upstream_check_grpc_service,
+        ),
+        ups(
+            ngx_string!("check_grpc_status"),
+            MORE,
+            conf::ngx_upstream_check_grpc_status,
+        ),
+        ups(
             ngx_string!("check_http_expect_alive"),
             MORE,
             conf::ngx_upstream_check_http_expect_alive,
@@ -161,6 +171,11 @@ const DIRECTIVES: [Directive; 37] = {
             ngx_string!("check_http_expect_body"),
             NGX_CONF_TAKE12,
             conf::ngx_upstream_check_http_expect_body,
+        ),
+        ups(
+            ngx_string!("check_http_version"),
+            ONE,
+            conf::ngx_upstream_check_http_version,
         ),
         ups(
             ngx_string!("check_http_header"),

@@ -195,7 +195,9 @@ impl Row {
             last_change_ms: s.last_change,
             last_duration_ms: s.last_duration.into(),
             http_status: s.http_status(),
-            tls_resumed: matches!(self.check_type, "https" | "tls").then_some(s.tls_resumed),
+            tls_resumed: matches!(self.check_type, "https" | "tls" | "grpcs")
+                .then_some(s.tls_resumed),
+            grpc_status: s.grpc_status(),
             period_ms: self.period_ms,
             down_since_ms: (!s.up && s.down_since != 0).then_some(s.down_since),
             duration_buckets: &s.buckets,

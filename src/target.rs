@@ -43,6 +43,18 @@ pub struct UpstreamCheck {
     pub tls: Option<TlsCheck>,
     /// `type=fastcgi`: the request (`check_fastcgi_param`), built once.
     pub fastcgi_request: Vec<u8>,
+    /// `type=grpc|grpcs`: what the health check asks and accepts.
+    pub grpc: Option<GrpcCheck>,
+    /// `check_http_version 2`: the http rounds speak HTTP/2.
+    pub http2: bool,
+}
+
+/// What a gRPC health check asks and accepts.
+pub struct GrpcCheck {
+    /// `check_grpc_service` (empty: the server's overall health).
+    pub service: Vec<u8>,
+    /// `check_grpc_status`: codes that pass as they are.
+    pub extra_pass: Vec<u32>,
 }
 
 /// What a TLS check needs besides its SSL context's own settings.
@@ -130,7 +142,19 @@ impl UpstreamCheck {
             upstream: u.name,
             tls,
             fastcgi_request,
+            grpc: conf.check_type.is_grpc().then(|| GrpcCheck {
+                service: h.grpc_service.get().cloned().unwrap_or_default(),
+                extra_pass: h.grpc_status.get().cloned().unwrap_or_default(),
+            }),
+            http2: conf.check_type.is_http()
+                && h.http_version.get() == Some(&healthcheck_core::conf::HttpVersion::Http2),
         })
+    }
+
+    /// Whether the rounds speak HTTP/2 (grpc, or http with
+    /// `check_http_version 2`).
+    pub fn is_h2(&self) -> bool {
+        self.grpc.is_some() || self.http2
     }
 
     /// The reasons this check can fail with (the Prometheus page has one
@@ -140,7 +164,7 @@ impl UpstreamCheck {
             .matcher
             .as_ref()
             .is_some_and(|m| m.block.tests.iter().any(|t| matches!(t, Test::Expect(_))));
-        self.conf.check_type.failure_reasons_with(expects)
+        self.conf.check_type.failure_reasons_of(expects, self.http2)
     }
 
     pub fn upstream_bytes(&self) -> &[u8] {

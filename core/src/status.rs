@@ -328,6 +328,11 @@ pub struct PeerRow<'a> {
     /// session; `None` for other types (JSON `null`; Prometheus prints the
     /// counter only for TLS peers).
     pub tls_resumed: Option<u64>,
+    /// gRPC checks (`grpc`, `grpcs`): the last `grpc-status` the check
+    /// got; `None` before the first and for other types (JSON `null`, an
+    /// empty CSV and HTML cell; Prometheus prints it, as `-1` while `None`,
+    /// only for gRPC peers, on the full page).
+    pub grpc_status: Option<u32>,
     /// Unix ms of the last up/down flip, 0 = never.
     pub last_change_ms: u64,
     /// Duration of the last round, ms (0 before the first).

@@ -1715,6 +1715,7 @@ fn borrow(owned: &[OwnedRow]) -> Vec<PeerRow<'_>> {
                 last_failure_reason: o.last_failure_reason,
                 http_status: o.http_status,
                 tls_resumed: matches!(o.check_type, "https" | "tls").then_some(o.checks),
+                grpc_status: o.checks.checked_rem(17).map(|c| c as u32),
                 period_ms: 1000,
                 last_change_ms: o.last_change_ms,
                 last_duration_ms: o.sum,
@@ -1852,7 +1853,11 @@ fn check_json(
             "a number or null"
         );
         prop_assert_eq!(o.get("period_ms"), Some(&serde_json::json!(r.period_ms)));
-        prop_assert_eq!(o.as_object().map(|m| m.len()), Some(24));
+        prop_assert_eq!(
+            o.get("grpc_status"),
+            Some(&serde_json::json!(r.grpc_status))
+        );
+        prop_assert_eq!(o.as_object().map(|m| m.len()), Some(25));
     }
     // Key order (serde_json's map does not keep it): each peer is one line,
     // and a key with its `": ` cannot occur inside an escaped string.
@@ -1926,6 +1931,7 @@ fn check_csv(body: &[u8], filter: Option<Filter>, rows: &[PeerRow]) -> Result<()
             r.weight.to_string(),
             (if r.disabled { "disabled" } else { "" }).to_string(),
             r.period_ms.to_string(),
+            opt(r.grpc_status.map(u64::from)),
         ];
         prop_assert_eq!(
             rec.iter().collect::<Vec<_>>(),
@@ -1973,12 +1979,12 @@ fn check_html(body: &[u8], query: &Query, rows: &[PeerRow]) -> Result<(), TestCa
     prop_assert_eq!(got.len(), shown.len());
     for ((down, cells), r) in got.iter().zip(&shown) {
         prop_assert_eq!(*down, !r.up);
-        prop_assert_eq!(cells.len(), 22, "{:?}", cells);
+        prop_assert_eq!(cells.len(), 23, "{:?}", cells);
         prop_assert_eq!(
-            html_unescape(&cells[18]).map_err(TestCaseError::fail)?,
+            html_unescape(&cells[19]).map_err(TestCaseError::fail)?,
             html_expected(r.server)
         );
-        prop_assert_eq!(&cells[21], if r.disabled { "disabled" } else { "" });
+        prop_assert_eq!(&cells[22], if r.disabled { "disabled" } else { "" });
         prop_assert_eq!(&cells[0], &r.index.to_string());
         prop_assert_eq!(
             html_unescape(&cells[1]).map_err(TestCaseError::fail)?,
@@ -1997,9 +2003,14 @@ fn check_html(body: &[u8], query: &Query, rows: &[PeerRow]) -> Result<(), TestCa
             &cells[15],
             &r.http_status.map_or(String::new(), |c| c.to_string())
         );
+        prop_assert_eq!(
+            &cells[16],
+            &r.grpc_status.map_or(String::new(), |c| c.to_string())
+        );
     }
     prop_assert!(
-        shown.is_empty() || page.contains("<th>last failure</th><th>HTTP</th><th>last change</th>")
+        shown.is_empty()
+            || page.contains("<th>last failure</th><th>HTTP</th><th>gRPC</th><th>last change</th>")
     );
     match query.refresh {
         Some(n) => {

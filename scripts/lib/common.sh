@@ -11,6 +11,8 @@
 #                          running script), then exit $HC_DIE_STATUS [1]
 # tools      need_tools TOOL[:PACKAGE]...  install the Debian package of each
 #                          TOOL not on PATH (PACKAGE, else TOOL; root only)
+#            python_env    build/py: a venv with t/py/requirements.txt (below)
+#            apt_install PACKAGE...  apt-get install (root only)
 #            install_without_services PACKAGE...  apt-get install with no
 #                          service started by the packages' scripts (below)
 #            build_nginx [stock]  scripts/build (and with `stock` the stock nginx
@@ -51,11 +53,16 @@ need_tools() {
         command -v "${tool%%:*}" >/dev/null || need+=("${tool#*:}")
     done
     ((${#need[@]})) || return 0
-    ((EUID == 0)) || die "missing tools: ${need[*]} (run as root or install them)"
-    log "installing ${need[*]}"
+    apt_install "${need[@]}"
+}
+
+# apt_install PACKAGE...: install Debian packages (root only).
+apt_install() {
+    ((EUID == 0)) || die "missing packages: $* (run as root or install them)"
+    log "installing $*"
     apt-get -o DPkg::Lock::Timeout=300 update -qq >/dev/null
     DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 \
-        install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+        install -y -qq --no-install-recommends "$@" >/dev/null
 }
 
 # install_without_services PACKAGE...: install Debian packages whose
@@ -72,13 +79,29 @@ install_without_services() {
         chmod 755 "$policy"
         placed=1
     fi
-    log "installing $* (services not started)"
+    log "(services not started)"
     local rc=0
-    apt-get -o DPkg::Lock::Timeout=300 update -qq >/dev/null || rc=$?
-    ((rc)) || DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 \
-        install -y -qq --no-install-recommends "$@" >/dev/null || rc=$?
+    (apt_install "$@") || rc=$?
     ((placed)) && rm -f "$policy"
     ((rc == 0)) || die "apt-get install $* failed ($rc)"
+}
+
+# python_env: build/py, a virtual environment with t/py/requirements.txt
+# (the gRPC test server's grpcio), made once and again when the file
+# changes. Needs python3-venv (installed when missing, root only).
+python_env() {
+    local venv=$HC_ROOT/build/py req=$HC_ROOT/t/py/requirements.txt
+    local stamp=$venv/.requirements
+    if [[ -x $venv/bin/python3 && -f $stamp ]] && cmp -s "$req" "$stamp"; then
+        return 0
+    fi
+    python3 -c 'import ensurepip' 2>/dev/null || apt_install python3-venv
+    log "making $venv (t/py/requirements.txt)"
+    rm -rf "$venv"
+    python3 -m venv "$venv" || die "python3 -m venv $venv failed"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$req" \
+        || die "pip install -r $req failed (PyPI unreachable?)"
+    cp "$req" "$stamp"
 }
 
 build_nginx() {

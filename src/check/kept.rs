@@ -4,9 +4,10 @@
 //! rehandshake period and, with `reuse=on`, fewer than
 //! `check_keepalive_requests` rounds) and is alive (nothing came while it
 //! was idle, or a peek finds it open), else the round connects anew. While
-//! idle, data from the server is read and discarded (past
-//! [`IDLE_DATA_MAX`] bytes the connection is closed); FIN, RST or a kernel
-//! keepalive timeout closes it without counting a failure.
+//! idle, data from the server is read and given to the probe kind (HTTP/2
+//! answers its PINGs and SETTINGS) or discarded (past [`IDLE_DATA_MAX`]
+//! bytes the connection is closed); FIN, RST or a kernel keepalive timeout
+//! closes it without counting a failure.
 
 use core::ffi::c_void;
 
@@ -112,6 +113,7 @@ pub fn keep(
     (opened, keepalive): (u64, Option<KernelKeepalive>),
     (data, handler): (*mut c_void, ngx_event_handler_pt),
     tls: Option<&mut Tls>,
+    sink: IdleSink,
 ) {
     let served = served.unwrap_or_else(|| {
         if let Some(ka) = keepalive {
@@ -131,7 +133,7 @@ pub fn keep(
     // round's last read ended in EAGAIN and no event came since, there is
     // nothing to read (anything later raises the idle handler).
     if c.read_ready() {
-        drain_idle(kept, tls, c);
+        drain_idle(kept, tls, c, sink);
     }
 }
 
@@ -142,24 +144,34 @@ pub fn close(kept: &mut Option<Kept>) {
     }
 }
 
-/// Read and discard what arrived on the idle kept connection `c`; close it
-/// on FIN, RST, keepalive timeout or too much data.
-pub fn drain_idle(kept: &mut Option<Kept>, mut tls: Option<&mut Tls>, c: Conn) {
+/// What the probe kind does with bytes of an idle kept connection
+/// (`ProbeKind::idle_data`).
+pub type IdleSink<'a> = &'a mut dyn FnMut(&[u8], Conn) -> Option<bool>;
+
+/// Read what arrived on the idle kept connection `c` and give it to
+/// `sink`: bytes it has no use for are discarded (past [`IDLE_DATA_MAX`]
+/// the connection is closed); close it when the sink says so, and on FIN,
+/// RST or keepalive timeout.
+pub fn drain_idle(kept: &mut Option<Kept>, mut tls: Option<&mut Tls>, c: Conn, sink: IdleSink) {
     if kept.as_ref().map(|k| k.conn) != Some(c) {
         return;
     }
     let mut buf = [0u8; 1024];
     loop {
         match c.recv(&mut buf) {
-            Io::Done(n) if n > 0 => {
-                let too_much = kept.as_mut().is_some_and(|k| {
-                    k.served.idle_bytes += n;
-                    k.served.idle_bytes > IDLE_DATA_MAX
-                });
-                if too_much {
-                    return close(kept);
+            Io::Done(n) if n > 0 => match sink(&buf[..n], c) {
+                Some(true) => {}
+                Some(false) => return close(kept),
+                None => {
+                    let too_much = kept.as_mut().is_some_and(|k| {
+                        k.served.idle_bytes += n;
+                        k.served.idle_bytes > IDLE_DATA_MAX
+                    });
+                    if too_much {
+                        return close(kept);
+                    }
                 }
-            }
+            },
             Io::Again => {
                 if let Some(t) = tls.as_deref_mut() {
                     t.collect(c);

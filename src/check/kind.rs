@@ -38,6 +38,17 @@ pub trait ProbeKind {
     /// A round begins, before it connects: forget what the last one said
     /// (a round that fails to connect never reaches the kind).
     fn on_round_start(&mut self) {}
+    /// The last `grpc-status` the kind saw, for the status page.
+    fn grpc_status(&self) -> Option<u32> {
+        None
+    }
+    /// Bytes that came on the idle kept connection `c`: `None` when the
+    /// kind has no use for them (they are discarded, and too many close
+    /// the connection), else whether the connection stays (HTTP/2 feeds
+    /// them to its client and answers on `c`).
+    fn idle_data(&mut self, _data: &[u8], _c: Conn) -> Option<bool> {
+        None
+    }
     /// Whether a kept connection with unread data may serve a round: for a
     /// plain TCP check data means alive; for a request/response check it
     /// is a leftover that must never reach the next round's verdict.

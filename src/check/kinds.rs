@@ -6,6 +6,7 @@ use healthcheck_core::conf::CheckType;
 use healthcheck_core::http::request::{build_request, host_of_server};
 
 use super::exchange::{Exchange, Protocol};
+use super::h2::{Mode, H2};
 use super::kind::{Cx, ProbeKind};
 use super::outcome::Step;
 use super::{http, tcp, udp};
@@ -16,6 +17,7 @@ pub enum Kind {
     Udp(udp::Udp),
     Http(http::Http),
     Exchange(Exchange),
+    H2(H2),
 }
 
 impl Kind {
@@ -48,6 +50,49 @@ impl Kind {
                 };
                 Kind::Exchange(Exchange::new(protocol, request, check.buffer_size))
             }
+            CheckType::Grpc | CheckType::Grpcs => {
+                let https = check.conf.check_type == CheckType::Grpcs;
+                let default_port = if https { 443 } else { 80 };
+                let authority = match check.tls.as_ref().and_then(|t| t.name.clone()) {
+                    Some(name) => name,
+                    None => authority(t, default_port),
+                };
+                let (service, extra) = check
+                    .grpc
+                    .as_ref()
+                    .map_or((&[][..], &[][..]), |g| (&g.service[..], &g.extra_pass[..]));
+                Kind::H2(H2::new(
+                    Mode::Grpc {
+                        https,
+                        authority,
+                        body: H2::grpc_body(service),
+                        extra_pass: extra.into(),
+                    },
+                    check.buffer_size,
+                ))
+            }
+            CheckType::Http | CheckType::Https if check.http2 => {
+                let Some(h) = check.http.as_ref() else {
+                    return Kind::Tcp(tcp::Tcp::default());
+                };
+                let https = check.conf.check_type == CheckType::Https;
+                let (host, _) = host_of_server(t.peer.server_bytes());
+                let headers = healthcheck_core::h2::request::http_request_headers(
+                    &h.request,
+                    https,
+                    host,
+                    check_port(t),
+                    if https { 443 } else { 80 },
+                );
+                Kind::H2(H2::new(
+                    Mode::Http {
+                        headers,
+                        expect_alive: h.expect_alive,
+                        matcher,
+                    },
+                    check.buffer_size,
+                ))
+            }
             CheckType::Http | CheckType::Https => {
                 let Some(h) = check.http.as_ref() else {
                     return Kind::Tcp(tcp::Tcp::default());
@@ -56,10 +101,7 @@ impl Kind {
                     Some(raw) => raw.as_slice().into(),
                     None => {
                         let (host, _) = host_of_server(t.peer.server_bytes());
-                        let port = match check.conf.port {
-                            0 => t.peer.port(),
-                            p => p,
-                        };
+                        let port = check_port(t);
                         let default_port = match check.conf.check_type {
                             CheckType::Https => 443,
                             _ => 80,
@@ -83,6 +125,21 @@ impl Kind {
     }
 }
 
+/// The port a round of `t` connects to: `port=`, else the peer's own.
+fn check_port(t: &Target) -> u16 {
+    match t.check.conf.port {
+        0 => t.peer.port(),
+        p => p,
+    }
+}
+
+/// `:authority` of a grpc round: the server line's host and the port
+/// connected to (left out when it is the scheme's default).
+fn authority(t: &Target, default_port: u16) -> Vec<u8> {
+    let (host, _) = host_of_server(t.peer.server_bytes());
+    healthcheck_core::http::request::host_value(host, check_port(t), default_port)
+}
+
 /// Every call goes to the variant's own implementation.
 macro_rules! dispatch {
     ($self:ident, $k:ident => $call:expr) => {
@@ -91,6 +148,7 @@ macro_rules! dispatch {
             Kind::Udp($k) => $call,
             Kind::Http($k) => $call,
             Kind::Exchange($k) => $call,
+            Kind::H2($k) => $call,
         }
     };
 }
@@ -125,5 +183,11 @@ impl ProbeKind for Kind {
     }
     fn on_round_start(&mut self) {
         dispatch!(self, k => k.on_round_start())
+    }
+    fn grpc_status(&self) -> Option<u32> {
+        dispatch!(self, k => k.grpc_status())
+    }
+    fn idle_data(&mut self, data: &[u8], c: super::conn::Conn) -> Option<bool> {
+        dispatch!(self, k => k.idle_data(data, c))
     }
 }

@@ -37,6 +37,7 @@ mod conn;
 mod connect;
 mod events;
 mod exchange;
+mod h2;
 mod http;
 mod kept;
 mod kind;

@@ -32,4 +32,7 @@ pub enum Step {
     Pending,
     /// Over.
     Done(Outcome),
+    /// The kept connection the round started on can serve no more (an
+    /// HTTP/2 server's GOAWAY): the round goes on, on a new connection.
+    Reconnect,
 }

@@ -141,6 +141,7 @@ impl ProbeBox {
                     c.verify
                         .then(|| healthcheck_core::tls::verify_name(name, &host)),
                     c.session_reuse,
+                    t.check.is_h2(),
                 )
             }),
             kind: Kind::new(t, keep),
@@ -400,6 +401,11 @@ impl Probe {
         self.kind.http_status()
     }
 
+    /// The last `grpc-status` the kind saw.
+    pub fn grpc_status(&self) -> Option<u32> {
+        self.kind.grpc_status()
+    }
+
     /// A round begins (`ProbeKind::on_round_start`).
     pub fn kind_round_start(&mut self) {
         self.kind.on_round_start();
@@ -432,7 +438,17 @@ impl Probe {
                 let served = self.reused.take();
                 let opened = (self.round.start_msec, self.check.conf.keepalive);
                 let idle = (self.as_data(), self.handlers.idle);
-                kept::keep(&mut self.kept, c, served, opened, idle, self.tls.as_mut());
+                let kind = &mut self.kind;
+                let mut sink = |data: &[u8], c: Conn| kind.idle_data(data, c);
+                kept::keep(
+                    &mut self.kept,
+                    c,
+                    served,
+                    opened,
+                    idle,
+                    self.tls.as_mut(),
+                    &mut sink,
+                );
             }
         }
         self.close_round_conn();
@@ -450,7 +466,9 @@ impl Probe {
     /// An event of the idle kept connection `c` (not `closing`): read what
     /// came.
     pub fn idle_readable(&mut self, c: Conn) {
-        kept::drain_idle(&mut self.kept, self.tls.as_mut(), c);
+        let kind = &mut self.kind;
+        let mut sink = |data: &[u8], c: Conn| kind.idle_data(data, c);
+        kept::drain_idle(&mut self.kept, self.tls.as_mut(), c, &mut sink);
     }
 
     /// Close the kept connection, if any.

@@ -27,6 +27,9 @@ pub fn record(p: &Probe, result: RoundResult) {
     if p.tls_resumed() {
         s.tls_resumed.fetch_add(1, Ordering::Relaxed);
     }
+    if let Some(code) = p.grpc_status() {
+        s.record_grpc_status(code);
+    }
     if let Some(flip) = flip {
         p.zone().header().note_change();
         log_flip(p, flip, result);
@@ -56,6 +59,11 @@ fn log_flip(p: &Probe, flip: Flip, result: RoundResult) {
                 // The handshake's failure in nginx's and OpenSSL's words;
                 // a verification failure says what it is itself.
                 (RoundResult::Down(r @ Reason::Tls), _) => match p.tls_detail() {
+                    Some(d) => format!("{}: {d}", r.describe()),
+                    None => r.describe().to_string(),
+                },
+                // ALPN not h2 (a TLS transport's finding).
+                (RoundResult::Down(r @ Reason::Protocol), _) => match p.tls_detail() {
                     Some(d) => format!("{}: {d}", r.describe()),
                     None => r.describe().to_string(),
                 },

@@ -88,12 +88,18 @@ fn start(p: &mut Probe, now: u64) {
         let step = p.with_kind(|k, cx| k.on_reused(cx));
         return apply(p, step);
     }
+    open(p);
+}
+
+/// Connect the round's new connection (within what is left of the round).
+fn open(p: &mut Probe) {
     match p.open() {
         Opened::Ended(outcome) => finish(p, outcome),
         Opened::Connected(_) => connected(p),
         Opened::InProgress(c) => {
             p.set_phase(Phase::Connecting);
-            c.write_timer(p.conf().timeout_ms);
+            let left = p.conf().timeout_ms.saturating_sub(p.round().elapsed_ms());
+            c.write_timer(left.max(1));
         }
     }
 }
@@ -128,6 +134,12 @@ fn apply(p: &mut Probe, step: Option<Step>) {
     match step {
         Some(Step::Pending) => {}
         Some(Step::Done(outcome)) => finish(p, outcome),
+        // The kept connection can serve no more: the round goes on, on a
+        // new one (whose result counts).
+        Some(Step::Reconnect) => {
+            p.close_round_conn();
+            open(p);
+        }
         // No connection: a broken invariant; end the round without a verdict.
         None => finish(p, Outcome::Local(Local::NoConnection)),
     }

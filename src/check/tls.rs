@@ -23,11 +23,11 @@ use healthcheck_core::reason::Reason;
 use ngx::ffi::{
     ngx_connection_t, ngx_create_pool, ngx_int_t, ngx_log_t, ngx_ssl_check_host,
     ngx_ssl_create_connection, ngx_ssl_get_session, ngx_ssl_handshake, ngx_ssl_set_session,
-    ngx_ssl_t, ngx_str_t, ngx_uint_t, SSL_SESSION_free, SSL_ctrl, SSL_get1_peer_certificate,
-    SSL_get_verify_result, SSL_session_reused, TLSEXT_NAMETYPE_host_name, X509_check_ip_asc,
-    X509_free, X509_verify_cert_error_string, NGX_AGAIN, NGX_OK, NGX_SSL_CLIENT,
-    SSL_CTRL_CLEAR_MODE, SSL_CTRL_SET_MAX_SEND_FRAGMENT, SSL_CTRL_SET_TLSEXT_HOSTNAME,
-    SSL_MODE_RELEASE_BUFFERS, SSL_SESSION, X509_V_OK,
+    ngx_ssl_t, ngx_str_t, ngx_uint_t, SSL_SESSION_free, SSL_ctrl, SSL_get0_alpn_selected,
+    SSL_get1_peer_certificate, SSL_get_verify_result, SSL_session_reused, SSL_set_alpn_protos,
+    TLSEXT_NAMETYPE_host_name, X509_check_ip_asc, X509_free, X509_verify_cert_error_string,
+    NGX_AGAIN, NGX_OK, NGX_SSL_CLIENT, SSL_CTRL_CLEAR_MODE, SSL_CTRL_SET_MAX_SEND_FRAGMENT,
+    SSL_CTRL_SET_TLSEXT_HOSTNAME, SSL_MODE_RELEASE_BUFFERS, SSL_SESSION, X509_V_OK,
 };
 
 use super::conn::Conn;
@@ -54,6 +54,9 @@ pub struct Tls {
     verify: Option<Vec<u8>>,
     /// `check_ssl_session_reuse`.
     reuse: bool,
+    /// Offer ALPN `h2` and require it (grpcs, https with
+    /// `check_http_version 2`).
+    h2: bool,
     /// The peer's last session (one reference owned here), or NULL.
     session: *mut SSL_SESSION,
     /// The current round's handshake resumed a session.
@@ -63,12 +66,19 @@ pub struct Tls {
 }
 
 impl Tls {
-    pub fn new(ssl: *mut ngx_ssl_t, sni: Option<&[u8]>, verify: Option<&[u8]>, reuse: bool) -> Tls {
+    pub fn new(
+        ssl: *mut ngx_ssl_t,
+        sni: Option<&[u8]>,
+        verify: Option<&[u8]>,
+        reuse: bool,
+        h2: bool,
+    ) -> Tls {
         Tls {
             ssl,
             sni: sni.and_then(|n| CString::new(n).ok()),
             verify: verify.map(<[u8]>::to_vec),
             reuse,
+            h2,
             session: ptr::null_mut(),
             resumed: false,
             detail: None,
@@ -171,6 +181,16 @@ impl Tls {
                     name.as_ptr().cast_mut().cast(),
                 );
             }
+            if self.h2 {
+                // The wire format: a length byte, then the name. http/1.1
+                // is offered too, so that an HTTP/1.1-only server says so
+                // (it picks it and the round fails with `protocol`) rather
+                // than ending the handshake with an alert.
+                const H2: [u8; 12] = *b"\x02h2\x08http/1.1";
+                if SSL_set_alpn_protos((*sc).connection, H2.as_ptr(), H2.len() as _) != 0 {
+                    return Handshake::Failed(Outcome::Local(Local::NoMemory));
+                }
+            }
             (*sc).handler = handler;
         }
         c.clear_timedout();
@@ -204,6 +224,15 @@ impl Tls {
                 return Handshake::Failed(Outcome::Down(Reason::Timeout));
             }
             t.detail = captured(c);
+            // A server that takes no protocol we offered ends the
+            // handshake with the no_application_protocol alert.
+            let alpn = t
+                .detail
+                .as_deref()
+                .is_some_and(|d| d.contains("no application protocol"));
+            if t.h2 && alpn {
+                return Handshake::Failed(Outcome::Down(Reason::Protocol));
+            }
             return Handshake::Failed(Outcome::Down(Reason::Tls));
         }
         collect(t, c);
@@ -229,6 +258,28 @@ impl Tls {
                     String::from_utf8_lossy(name)
                 ));
                 return Handshake::Failed(Outcome::Down(Reason::TlsVerify));
+            }
+        }
+        if t.h2 {
+            let mut proto: *const u8 = ptr::null();
+            let mut len: core::ffi::c_uint = 0;
+            // SAFETY: as above; OpenSSL points into its own buffer (or
+            // leaves NULL), valid while the connection lives.
+            unsafe { SSL_get0_alpn_selected(ssl, &mut proto, &mut len) };
+            let chosen = match proto.is_null() {
+                true => &[][..],
+                // SAFETY: `len` bytes at `proto`, per OpenSSL.
+                false => unsafe { core::slice::from_raw_parts(proto, len as usize) },
+            };
+            if chosen != b"h2" {
+                t.detail = Some(match chosen {
+                    [] => "the server chose no ALPN protocol (h2 required)".to_string(),
+                    p => format!(
+                        "the server chose ALPN {} (h2 required)",
+                        String::from_utf8_lossy(p)
+                    ),
+                });
+                return Handshake::Failed(Outcome::Down(Reason::Protocol));
             }
         }
         Handshake::Done

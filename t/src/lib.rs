@@ -53,6 +53,7 @@ pub mod client;
 pub mod conf;
 pub mod daemons;
 pub mod dns;
+pub mod grpc;
 pub mod http_backend;
 pub mod nginx;
 pub mod page;

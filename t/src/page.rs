@@ -150,7 +150,7 @@ pub fn status_is_up(s: &str) -> bool {
 // --- JSON --------------------------------------------------------------------
 
 /// The keys of a JSON peer object.
-pub const JSON_PEER_KEYS: [&str; 24] = [
+pub const JSON_PEER_KEYS: [&str; 25] = [
     "index",
     "upstream",
     "name",
@@ -175,6 +175,7 @@ pub const JSON_PEER_KEYS: [&str; 24] = [
     "admin",
     "tls_resumed",
     "period_ms",
+    "grpc_status",
 ];
 
 /// A JSON page: exactly the documented keys, totals and per-group totals.
@@ -242,7 +243,7 @@ check_port,last_delay,avg_delay,min_delay,max_delay,status";
 /// The columns the module adds after it.
 pub const CSV_OUR_COLUMNS: &str =
     "checks,fails_total,last_failure_reason,last_change,down_since,http_status,\
-server,backup,weight,admin,period_ms";
+server,backup,weight,admin,period_ms,grpc_status";
 
 /// Every record as column -> value, through a strict RFC 4180 parser
 /// (equal field counts, valid UTF-8).

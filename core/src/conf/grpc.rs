@@ -113,7 +113,10 @@ mod tests {
     #[test]
     fn status_codes() {
         assert_eq!(parse_grpc_status(&[b"12"]), Ok(vec![12]));
-        assert_eq!(parse_grpc_status(&[b"12", b"5", b"16"]), Ok(vec![12, 5, 16]));
+        assert_eq!(
+            parse_grpc_status(&[b"12", b"5", b"16"]),
+            Ok(vec![12, 5, 16])
+        );
         for bad in [&b"0"[..], b"17", b"012", b"-1", b"x", b"", b"100"] {
             assert!(parse_grpc_status(&[bad]).is_err(), "{bad:?}");
         }

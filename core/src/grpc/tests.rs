@@ -284,7 +284,10 @@ fn invalid_answers() {
     // The stream's own end is HTTP/2's: `protocol`.
     r.reset = Some(2);
     let v = verdict(&r, &[]);
-    assert_eq!(detail(&v), (Reason::Protocol, "stream reset (INTERNAL_ERROR)"));
+    assert_eq!(
+        detail(&v),
+        (Reason::Protocol, "stream reset (INTERNAL_ERROR)")
+    );
     let mut r = answer(&serving, "0");
     r.end_stream = false;
     r.refused = true;

@@ -126,7 +126,7 @@ pub fn build_request(
 
 /// `host[:port]`, an unbracketed IPv6 literal in brackets (also the
 /// `:authority` of HTTP/2 requests).
-pub(crate) fn host_value(host: &[u8], port: u16, default_port: u16) -> Vec<u8> {
+pub fn host_value(host: &[u8], port: u16, default_port: u16) -> Vec<u8> {
     let mut v = Vec::with_capacity(host.len() + 8);
     if host.contains(&b':') && !host.starts_with(b"[") {
         v.push(b'[');

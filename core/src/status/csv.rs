@@ -28,7 +28,7 @@ use super::{shown_down_since, shown_last_change, PeerRow};
 pub const HEADER: &str = "index,upstream_type,upstream_name,host,rise,fall,check_type,check_port,\
 last_delay,avg_delay,min_delay,max_delay,status,\
 checks,fails_total,last_failure_reason,last_change,down_since,http_status,\
-server,backup,weight,admin,period_ms";
+server,backup,weight,admin,period_ms,grpc_status";
 
 /// The header line.
 pub(super) fn head(out: &mut Vec<u8>) {
@@ -91,6 +91,10 @@ pub(super) fn row(r: &PeerRow, out: &mut Vec<u8>) {
         push_u64(out, r.weight.into());
         out.extend_from_slice(if r.disabled { b",disabled," } else { b",," });
         push_u64(out, r.period_ms);
+        out.push(b',');
+        if let Some(code) = r.grpc_status {
+            push_u64(out, code.into());
+        }
         out.push(b'\n');
     }
 }

@@ -15,7 +15,8 @@
 //! - A value not known yet is `&ndash;` (delays, last failure, down for) or
 //!   `never` (last change); the `HTTP` column (the last HTTP status code
 //!   the check got) is an empty cell when there is none, as it always is
-//!   for a check type without HTTP.
+//!   for a check type without HTTP; so is the `gRPC` column (the last
+//!   `grpc-status`) but for gRPC checks.
 //! - Text is escaped: `&` `<` `>` `"` `'` as entities; invalid UTF-8, C0
 //!   controls other than TAB/LF/CR, DEL and C1 controls (U+0080..U+009F)
 //!   become U+FFFD. The page is valid UTF-8.
@@ -64,6 +65,7 @@ pub(super) const COLUMNS: &[&str] = &[
     "failures",
     "last failure",
     "HTTP",
+    "gRPC",
     "last change",
     "down for",
     "server line",
@@ -363,6 +365,10 @@ pub(super) fn row(r: &PeerRow, now_ms: u64, out: &mut Vec<u8>) {
     // Empty, not a dash, when there is none: most checks speak no HTTP.
     out.extend_from_slice(b"</td><td class=\"n\">");
     if let Some(code) = r.http_status {
+        push_u64(out, code.into());
+    }
+    out.extend_from_slice(b"</td><td class=\"n\">");
+    if let Some(code) = r.grpc_status {
         push_u64(out, code.into());
     }
     out.extend_from_slice(b"</td><td>");

@@ -159,6 +159,8 @@ fn peer(r: &PeerRow, out: &mut Vec<u8>) {
     opt_u64(out, r.tls_resumed);
     out.extend_from_slice(b", \"period_ms\": ");
     push_u64(out, r.period_ms);
+    out.extend_from_slice(b", \"grpc_status\": ");
+    opt_u64(out, r.grpc_status.map(u64::from));
     out.push(b'}');
 }
 

@@ -18,7 +18,8 @@
 //! | `nginx_upstream_server_last_change_timestamp_seconds` | gauge (0 = never) | peer | full |
 //! | `nginx_upstream_server_check_last_duration_seconds` | gauge | peer | both |
 //! | `nginx_upstream_server_http_status` | gauge (0 = none yet) | peer | full, `http`/`https` peers only |
-//! | `nginx_upstream_server_check_tls_resumed_total` | counter | peer | both, `https`/`tls` peers only |
+//! | `nginx_upstream_server_grpc_status` | gauge (-1 = none yet) | peer | full, `grpc`/`grpcs` peers only |
+//! | `nginx_upstream_server_check_tls_resumed_total` | counter | peer | both, `https`/`tls`/`grpcs` peers only |
 //! | `nginx_upstream_server_check_duration_seconds` | histogram | peer (+ `le`) | full |
 //!
 //! The default page carries the families marked "both"; the full page
@@ -153,6 +154,7 @@ enum Family {
     LastChange,
     LastDuration,
     HttpStatus,
+    GrpcStatus,
     TlsResumed,
     Histogram,
 }
@@ -170,7 +172,7 @@ const LEAN: [Family; 5] = [
 /// The full page's (`?histogram=on`): the lean families, `rise`, `fall`,
 /// the last change's time, the last HTTP status (http/https peers) and the
 /// duration histogram.
-const FULL: [Family; 10] = [
+const FULL: [Family; 11] = [
     Family::Rise,
     Family::Fall,
     Family::Active,
@@ -179,6 +181,7 @@ const FULL: [Family; 10] = [
     Family::LastChange,
     Family::LastDuration,
     Family::HttpStatus,
+    Family::GrpcStatus,
     Family::TlsResumed,
     Family::Histogram,
 ];
@@ -234,6 +237,7 @@ pub(super) fn has_samples(pass: usize, full: bool, r: &PeerRow) -> bool {
     }
     match families(full).get(pass) {
         Some(Family::HttpStatus) => speaks_http(r.check_type),
+        Some(Family::GrpcStatus) => matches!(r.check_type, "grpc" | "grpcs"),
         Some(Family::TlsResumed) => r.tls_resumed.is_some(),
         Some(_) => true,
         None => false,
@@ -246,7 +250,7 @@ pub(super) fn has_samples(pass: usize, full: bool, r: &PeerRow) -> bool {
 pub(super) fn header_waits(pass: usize, full: bool) -> bool {
     matches!(
         families(full).get(pass),
-        Some(Family::HttpStatus | Family::TlsResumed)
+        Some(Family::HttpStatus | Family::GrpcStatus | Family::TlsResumed)
     )
 }
 
@@ -297,6 +301,7 @@ fn per_peer(f: Family) -> &'static PerPeer {
         Family::LastChange => &PER_PEER[4],
         Family::HttpStatus => &PER_PEER[6],
         Family::TlsResumed => &PER_PEER[7],
+        Family::GrpcStatus => &PER_PEER[8],
         // LastDuration; Failures and Histogram have their own writers.
         _ => &PER_PEER[5],
     }
@@ -310,7 +315,7 @@ struct PerPeer {
     value: fn(&PeerRow, &mut Vec<u8>),
 }
 
-const PER_PEER: [PerPeer; 8] = [
+const PER_PEER: [PerPeer; 9] = [
     PerPeer {
         name: "nginx_upstream_server_rise",
         help: "Current consecutive successful checks.",
@@ -358,6 +363,15 @@ const PER_PEER: [PerPeer; 8] = [
         help: "TLS check rounds whose handshake resumed a session.",
         kind: "counter",
         value: |r, out| push_u64(out, r.tls_resumed.unwrap_or(0)),
+    },
+    PerPeer {
+        name: "nginx_upstream_server_grpc_status",
+        help: "Last grpc-status of the peer's gRPC health check, -1 before any.",
+        kind: "gauge",
+        value: |r, out| match r.grpc_status {
+            Some(code) => push_u64(out, code.into()),
+            None => out.extend_from_slice(b"-1"),
+        },
     },
 ];
 

@@ -182,7 +182,10 @@ proptest! {
                     || (code == 0 && v.serving == Some(ServingStatus::Serving)));
             }
             Err((reason, detail)) => {
-                prop_assert!(matches!(reason, Reason::Status | Reason::Invalid));
+                prop_assert!(matches!(reason, Reason::Status | Reason::Invalid | Reason::Protocol));
+                if *reason == Reason::Protocol {
+                    prop_assert!(!r.complete() && (r.reset.is_some() || r.refused));
+                }
                 prop_assert!(!detail.is_empty());
                 prop_assert!(detail.chars().all(one_line), "{:?}", detail);
                 if *reason == Reason::Status {

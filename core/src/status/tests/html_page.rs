@@ -50,11 +50,13 @@ fn html_page() {
 #[test]
 fn html_http_cell() {
     let page = html_of(&http_rows(), None);
-    assert!(page.contains("<th>last failure</th><th>HTTP</th><th>last change</th>"));
+    assert!(page.contains("<th>last failure</th><th>HTTP</th><th>gRPC</th><th>last change</th>"));
     assert_eq!(page.matches("<th>HTTP</th>").count(), 2, "one per table");
     let line = |name: &str| page.lines().find(|l| l.contains(name)).unwrap().to_string();
-    assert!(line("10.0.0.1:80").contains(">refused</td><td class=\"n\">503</td><td><span"));
-    assert!(line("10.0.0.2:80").contains(">&ndash;</td><td class=\"n\"></td><td>never</td>"));
+    assert!(line("10.0.0.1:80")
+        .contains(">refused</td><td class=\"n\">503</td><td class=\"n\"></td><td><span"));
+    assert!(line("10.0.0.2:80")
+        .contains(">&ndash;</td><td class=\"n\"></td><td class=\"n\"></td><td>never</td>"));
     assert!(line("10.0.0.3:80").contains("<td class=\"n\"></td><td>never</td>"));
     assert!(line("10.0.0.4:443").contains("<td class=\"n\">200</td>"));
     assert!(line("10.0.0.5:53").contains("<td class=\"n\"></td><td>never</td>"));

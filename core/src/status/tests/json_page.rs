@@ -16,13 +16,13 @@ fn json_exact() {
         "min_delay_ms": 1, "max_delay_ms": 2, "checks": 9, "fails_total": 4,
         "last_failure_reason": null, "http_status": null, "last_change": null, "down_since": null,
         "server": "127.0.0.1:8081", "backup": false, "weight": 1, "admin": null,
-        "tls_resumed": null, "period_ms": 5000});
+        "tls_resumed": null, "period_ms": 5000, "grpc_status": null});
     let down1 = json!({"index": 1, "upstream": "web", "name": "127.0.0.1:8082", "status": "down",
         "rise": 0, "fall": 4, "type": "tcp", "port": 0, "last_delay_ms": -1, "avg_delay_ms": -1,
         "min_delay_ms": -1, "max_delay_ms": -1, "checks": 9, "fails_total": 4,
         "last_failure_reason": "refused", "http_status": null, "last_change": 1_700_000_000_123u64,
         "down_since": 1_700_000_000_123u64, "server": "127.0.0.1:8082", "backup": false,
-        "weight": 1, "admin": null, "tls_resumed": null, "period_ms": 5000});
+        "weight": 1, "admin": null, "tls_resumed": null, "period_ms": 5000, "grpc_status": null});
     let mut s0 = up0.clone();
     s0["type"] = json!("udp");
     s0["port"] = json!(5353);

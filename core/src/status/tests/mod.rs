@@ -33,6 +33,7 @@ fn row<'a>(group: Group, index: u32, upstream: &'a [u8], name: &'a [u8], up: boo
         last_failure_reason: if up { None } else { Some("refused") },
         http_status: None,
         tls_resumed: None,
+        grpc_status: None,
         period_ms: 5000,
         last_change_ms: if up { 0 } else { 1_700_000_000_123 },
         last_duration_ms: 12,

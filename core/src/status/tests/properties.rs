@@ -165,6 +165,8 @@ pub(super) fn borrow(owned: &[OwnedRow]) -> Vec<PeerRow<'_>> {
                 last_failure_reason: o.reason.map(|i| crate::reason::NAMES[i]),
                 http_status: o.http_status,
                 tls_resumed: matches!(o.check_type, "https" | "tls").then_some(o.checks / 2),
+                grpc_status: matches!(o.check_type, "grpc" | "grpcs")
+                    .then_some(o.checks as u32 % 17),
                 period_ms: 5000,
                 last_change_ms: o.last_change_ms,
                 last_duration_ms: o.sum,

@@ -436,7 +436,10 @@ fn grpc_and_http_version_directives_need_their_types() {
              \"u\", which has type=http"
         )
     );
-    assert_eq!(error_of(&finish_with(&[with(&tcp, status)], &[])).0, Directive::GrpcStatus(0));
+    assert_eq!(
+        error_of(&finish_with(&[with(&tcp, status)], &[])).0,
+        Directive::GrpcStatus(0)
+    );
     assert!(finish_with(&[with(&web, version)], &[]).result.is_ok());
     assert_eq!(
         error_of(&finish_with(&[with(&grpc, version)], &[])),
