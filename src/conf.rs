@@ -374,7 +374,7 @@ pub unsafe extern "C" fn ngx_upstream_check_http_send(
             c.http
                 .send
                 .set(cf, "check_http_send", Repeat::Last, || Ok(send.request))?;
-            if let Some(w) = send.warning {
+            for w in send.warning.iter().chain(&send.variable) {
                 // SAFETY: the configuration's log.
                 log_at(NGX_LOG_WARN, cf.log, &c.http.send.loc, &w.0);
             }

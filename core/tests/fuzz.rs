@@ -3320,6 +3320,7 @@ fn resp_config() -> impl Strategy<Value = RespConfig> {
             max_head,
             body_keep,
             head_request,
+            final_101: false,
         })
 }
 

@@ -15,7 +15,7 @@ use std::rc::Rc;
 
 use healthcheck_core::conf::StatusClasses;
 use healthcheck_core::http::response::{Config, Invalid, Parser, State};
-use healthcheck_core::matcher::{http_verdict, HeadView, RegexSet};
+use healthcheck_core::matcher::{http_verdict, HeadView, RegexSet, Test};
 use healthcheck_core::reason::Reason;
 
 use super::conn::{reason_of, Io};
@@ -53,7 +53,12 @@ impl Http {
         matcher: Option<Rc<CompiledMatch>>,
     ) -> Http {
         let head_request = request.starts_with(b"HEAD ");
-        let parser = Parser::new(parser_config(buffer_size, head_request, matcher.as_deref()));
+        let parser = Parser::new(parser_config(
+            buffer_size,
+            head_request,
+            matcher.as_deref(),
+            expect_alive,
+        ));
         Http {
             request,
             expect_alive,
@@ -76,6 +81,7 @@ impl Http {
             self.buffer_size,
             self.head_request,
             self.matcher.as_deref(),
+            self.expect_alive,
         ));
         cx.time_rest_of_round();
         self.send(cx)
@@ -198,8 +204,25 @@ impl RegexSet for NoRegexes {
     }
 }
 
-fn parser_config(buffer_size: usize, head_request: bool, m: Option<&CompiledMatch>) -> Config {
+fn parser_config(
+    buffer_size: usize,
+    head_request: bool,
+    m: Option<&CompiledMatch>,
+    expect_alive: StatusClasses,
+) -> Config {
+    // A 101 is the answer when the check accepts it: http_1xx without a
+    // block, or a block's status test (a websocket upgrade check).
+    let final_101 = match m {
+        None => expect_alive.accepts(101),
+        Some(m) => m.block.tests.iter().any(|t| match t {
+            Test::Status { negated, ranges } => {
+                ranges.iter().any(|&(lo, hi)| (lo..=hi).contains(&101)) != *negated
+            }
+            _ => false,
+        }),
+    };
     Config {
+        final_101,
         max_head: buffer_size,
         body_keep: if m.is_some_and(|m| m.block.needs_body()) {
             buffer_size

@@ -302,7 +302,7 @@ fn a_timeout_not_below_interval_warns_and_a_round_in_flight_delays_the_next() {
     assert_eq!(code, 0, "{out}");
     assert!(
         out.contains(
-            "[warn] \"check\" timeout=600 is not below interval=100: a round still in flight \
+            "[warn] \"check\" timeout=600 is above interval=100: a round still in flight \
              delays the next, so a slow peer's rounds start up to 600 ms apart"
         ),
         "{out}"
@@ -874,7 +874,7 @@ fn a_migrated_configuration_relying_on_default_down_gets_one_notice() {
         b.addr()
     ));
     let notice = "[notice]";
-    let text = "upstream \"legacy\" looks written for yaoweibin's or Tengine's module \
+    let text = "upstream \"legacy\" looks written for a C health-check module \
                 (check_status) and its \"check\" has no default_down: here its peers start up \
                 (default_down=false), where those modules start them down; write \
                 default_down=true to keep that";
@@ -911,7 +911,7 @@ http {{ server {{ listen 127.0.0.1:{port}; location /status {{ check_status; }} 
     };
     let ng = Nginx::builder().log_level("notice").start(&conf(true));
     ng.wait_for_log(
-        "upstream \"db\" looks written for yaoweibin's or Tengine's module (check_status)",
+        "upstream \"db\" looks written for a C health-check module (check_status)",
         WAIT,
     );
     drop(ng);
@@ -1011,4 +1011,40 @@ fn every_corpus_configuration_loads() {
         files.len(),
         failed.join("\n")
     );
+}
+
+#[test]
+fn a_websocket_check_accepting_http_1xx_passes_on_101() {
+    let ws = HttpBackend::start(Reply::Raw {
+        bytes:
+            b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n"
+                .to_vec(),
+        close: false,
+    });
+    let port = free_port();
+    let ng = Nginx::start(&format!(
+        "http {{
+    upstream ws {{
+        server {addr};
+        check interval=100 rise=1 fall=1 timeout=500 type=http;
+        check_http_send \"GET /ws HTTP/1.1\\r\\nHost: ws.test\\r\\nUpgrade: websocket\\r\\nConnection: Upgrade\\r\\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\\r\\nSec-WebSocket-Version: 13\\r\\n\\r\\n\";
+        check_http_expect_alive http_1xx;
+    }}
+    upstream plain {{
+        server {addr};
+        check interval=100 rise=1 fall=1 timeout=500 type=http;
+    }}
+    server {{ listen 127.0.0.1:{port}; location /status {{ healthcheck_status json; }} }}
+}}",
+        addr = ws.addr()
+    ));
+    let s = poll_status_json(port, WAIT, "ws up, plain down", |s| {
+        s.is_up(Kind::Http, "ws", &ws.addr())
+            && s.checks(Kind::Http, "ws", &ws.addr()) >= 3
+            && s.is_down(Kind::Http, "plain", &ws.addr())
+    });
+    assert_eq!(s.row(Kind::Http, "ws", &ws.addr())["http_status"], 101);
+    // Without http_1xx a 101 is not an answer a health check can follow.
+    assert_eq!(s.reason(Kind::Http, "plain", &ws.addr()), Some("invalid"));
+    drop(ng);
 }

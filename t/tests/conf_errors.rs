@@ -424,10 +424,6 @@ fn check_http_directives_need_type_http() {
         ),
         ("check_http_request", "check_http_request HEAD /health;"),
         ("check_http_header", "check_http_header X-Probe 1;"),
-        (
-            "check_http_expect_alive",
-            "check_http_expect_alive http_4xx;",
-        ),
     ] {
         if directive == "check_http_send" {
             // The bytes of tcp and the datagram of udp (compat.rs); not mysql.
@@ -440,11 +436,7 @@ fn check_http_directives_need_type_http() {
             }));
             continue;
         }
-        let takes = if directive == "check_http_expect_alive" {
-            "type=http or type=fastcgi"
-        } else {
-            "type=http"
-        };
+        let takes = "type=http";
         for (check, t) in [
             ("check interval=1000;", "tcp"),
             ("check interval=1000 type=udp;", "udp"),
@@ -638,6 +630,38 @@ fn check_cross_parameter_rules() {
             any: &["\"keepalive=on\"", "\"reuse=1s\""],
         },
     ]);
+}
+
+#[test]
+fn directives_that_do_nothing_load_with_a_warning_as_in_the_c_modules() {
+    // check_http_expect_alive where no HTTP status is read, and the http
+    // directives of an upstream without check: accepted and ignored by
+    // the C modules; here accepted with a [warn] that says so.
+    for ctx in UPSTREAMS {
+        let u = if ctx == Ctx::StreamUpstream { "s" } else { "u" };
+        for (lines, warn) in [
+            (
+                "check interval=1000 type=tcp; check_http_expect_alive http_2xx;",
+                "[warn] \"check_http_expect_alive\" has no effect in upstream \"{u}\": a type=tcp \
+                 check reads no HTTP status in ",
+            ),
+            (
+                "check interval=1000; check_http_send \"HEAD / HTTP/1.0\\r\\n\\r\\n\"; \
+                 check_http_expect_alive http_2xx;",
+                "[warn] \"check_http_expect_alive\" has no effect in upstream \"{u}\": a type=tcp \
+                 check reads no HTTP status (did you mean check ... type=http?) in ",
+            ),
+            (
+                "check_http_send \"GET / HTTP/1.0\\r\\n\\r\\n\"; check_http_expect_alive http_2xx;",
+                "[warn] \"check_http_send\" has no effect in upstream \"{u}\": it has no check in ",
+            ),
+        ] {
+            let (code, out) = nginx_t(&conf(ctx, lines, TCP_SERVER));
+            assert_eq!(code, 0, "{ctx:?} {lines}: {out}");
+            let warn = warn.replace("{u}", u);
+            assert!(out.contains(&warn), "{ctx:?} {lines}: {out}");
+        }
+    }
 }
 
 #[test]

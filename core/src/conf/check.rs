@@ -87,6 +87,9 @@ pub struct Written {
     /// `reuse=` or `keepalive=` (even `off`): the line says whether the
     /// connection is kept, so `check_keepalive_requests` does not.
     pub connection: bool,
+    /// `type=` (the C modules' default is tcp too, but a `check_http_send`
+    /// beside a line without it was most likely meant for `type=http`).
+    pub check_type: bool,
 }
 
 /// [`parse_check`], with the warnings of values it accepts.
@@ -103,6 +106,7 @@ pub fn parse_check_warned(args: &[&[u8]]) -> Result<Checked, ConfError> {
     let written = Written {
         default_down: params.default_down.is_some(),
         connection: params.reuse.is_some() || params.keepalive.is_some(),
+        check_type: params.check_type.is_some(),
     };
     let mut warnings = Vec::new();
     let conf = params.resolve(&mut warnings)?;
@@ -356,6 +360,11 @@ impl<'a> Params<'a> {
                 "unique= is Tengine's: here each upstream's servers are checked for that \
                  upstream; remove the parameter (docs/migrating.md)",
             )),
+            b"uri" | b"url" | b"path" => Err(invalid(
+                arg,
+                "the request is not a parameter of check: write check_http_request GET /path; \
+                 (or check_http_send \"GET /path HTTP/1.0\\r\\n\\r\\n\";) and type=http",
+            )),
             b"log_level" => Err(invalid(
                 arg,
                 "log_level= is not a parameter here: a peer going down is logged at warn and \
@@ -418,10 +427,12 @@ impl<'a> Params<'a> {
             Some(g) => {
                 // As the C modules do: a round still in flight delays the
                 // next, so the period stretches to the round's length.
+                // (Equal: a round ends by the next one's start; nothing
+                // to say.)
                 for (name, ms) in intervals.iter().flatten() {
-                    if g.value >= *ms {
+                    if g.value > *ms {
                         warnings.push(ConfError(format!(
-                            "\"check\" {} is not below {name}={ms}: a round still in flight \
+                            "\"check\" {} is above {name}={ms}: a round still in flight \
                              delays the next, so a slow peer's rounds start up to {} ms apart \
                              (docs/directives.md, check)",
                             printable(g.arg),

@@ -27,7 +27,10 @@
 //!    `check_http_expect_alive`, `check_http_expect_body`,
 //!    `check_fastcgi_param`, `check_grpc_service`, `check_grpc_status` or
 //!    `check_http_version` (in this order) in an upstream whose check
-//!    type does not take it: an error at that directive.
+//!    type does not take it: an error at that directive; in an upstream
+//!    without `check`, and `check_http_expect_alive` of a check that reads
+//!    no HTTP status, a warning that it has no effect (the C modules
+//!    accept both and ignore them).
 //!    `check_http_send` is the request of `type=http`, the bytes a
 //!    `type=tcp` check sends (and reads nothing) and the datagram of
 //!    `type=udp`; `check_http_expect_alive` judges `http`, `https` and
@@ -388,6 +391,31 @@ fn check_http(
         ),
     ] {
         if given && !is(types) {
+            // As the C modules: a directive of an upstream without check,
+            // and check_http_expect_alive where no HTTP status is read,
+            // do nothing, and nginx -t says so.
+            let no_check = t.is_none();
+            let no_status =
+                directive == "check_http_expect_alive" && t.is_some_and(|t| !t.judges_status());
+            if no_check || no_status {
+                let why = match t {
+                    None => "it has no check".to_string(),
+                    Some(t) => {
+                        let mut w = format!("a type={} check reads no HTTP status", t.as_str());
+                        if t == Tcp && !u.written.check_type && h.send {
+                            w.push_str(" (did you mean check ... type=http?)");
+                        }
+                        w
+                    }
+                };
+                warnings.push(Diagnostic {
+                    at,
+                    error: ConfError(format!(
+                        "\"{directive}\" has no effect in upstream \"{name}\": {why}"
+                    )),
+                });
+                continue;
+            }
             let now = t.map_or(String::from("no check"), |t| format!("type={}", t.as_str()));
             return err(
                 at,
@@ -397,6 +425,10 @@ fn check_http(
                 ),
             );
         }
+    }
+    if u.check.is_none() {
+        // Nothing of it is used (each directive was warned about above).
+        return Ok(());
     }
     if h.send && h.http2 {
         return err(
@@ -482,7 +514,7 @@ fn check_http(
             ),
         );
     }
-    if h.expect_alive {
+    if h.expect_alive && check.check_type.judges_status() {
         warnings.push(Diagnostic {
             at: Directive::HttpExpectAlive(i),
             error: ConfError(format!(
@@ -569,11 +601,16 @@ fn layout(
             c.reuse == Reuse::On || keepalive_reuse(c, u.written, u.keepalive_requests).is_some()
         });
         if u.keepalive_requests.is_some() && !kept {
+            let keeps = u.check.is_some_and(CheckConf::keeps_connection);
+            let why = match u.keepalive_requests {
+                // The C modules' default: one round per connection.
+                Some(1) if !keeps => "1 round per connection is what its check does; remove it",
+                _ => "its check is not reuse=on",
+            };
             warnings.push(Diagnostic {
                 at: Directive::KeepaliveRequests(i),
                 error: ConfError(format!(
-                    "\"check_keepalive_requests\" has no effect in upstream \"{name}\": \
-                     its check is not reuse=on"
+                    "\"check_keepalive_requests\" has no effect in upstream \"{name}\": {why}"
                 )),
             });
         }

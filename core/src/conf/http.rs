@@ -54,8 +54,12 @@ pub struct HttpSend {
     /// The request, sent as it is (`\xHH` decoded).
     pub request: Vec<u8>,
     /// [`HOST_WARNING`] for an HTTP/1.1 request without a `Host` header
-    /// line: a `[warn]`, not an error.
+    /// line, or the warning of a head that never ends: a `[warn]`, not an
+    /// error.
     pub warning: Option<ConfError>,
+    /// The warning of an nginx variable in the request: it is sent as
+    /// written (nor do the C modules expand it).
+    pub variable: Option<ConfError>,
 }
 
 /// `check_http_send "GET / HTTP/1.0\r\n\r\n";`: the raw request, with
@@ -67,9 +71,74 @@ pub fn parse_http_send(arg: &[u8]) -> Result<HttpSend, ConfError> {
     if request.is_empty() {
         return Err(invalid_value(D, arg, "the request must not be empty"));
     }
-    let warning =
-        (is_http11(&request) && !has_host(&request)).then(|| ConfError(HOST_WARNING.into()));
-    Ok(HttpSend { request, warning })
+    let warning = match () {
+        () if looks_http(&request) && !ends_head(&request) => {
+            Some(ConfError(unterminated_warning(&request)))
+        }
+        () if is_http11(&request) && !has_host(&request) => Some(ConfError(HOST_WARNING.into())),
+        () => None,
+    };
+    let variable = variable_in(&request).map(|v| {
+        ConfError(format!(
+            "check_http_send request holds \"${v}\": nginx variables are not expanded in it; \
+             it is sent as written"
+        ))
+    });
+    Ok(HttpSend {
+        request,
+        warning,
+        variable,
+    })
+}
+
+/// The name of the first nginx variable (`$name`, `${name}`) in `bytes`.
+fn variable_in(bytes: &[u8]) -> Option<String> {
+    bytes.windows(2).enumerate().find_map(|(i, w)| {
+        let starts = w[0] == b'$' && (w[1].is_ascii_alphabetic() || w[1] == b'_' || w[1] == b'{');
+        starts.then(|| {
+            let rest = &bytes[i + 1..];
+            let rest = rest.strip_prefix(b"{").unwrap_or(rest);
+            let name: Vec<u8> = rest
+                .iter()
+                .take_while(|b| b.is_ascii_alphanumeric() || **b == b'_')
+                .copied()
+                .collect();
+            String::from_utf8_lossy(&name).into_owned()
+        })
+    })
+}
+
+/// Whether the bytes start as an HTTP/1 request line does (`GET /x
+/// HTTP/1.0`, with or without its line end).
+fn looks_http(request: &[u8]) -> bool {
+    let line = request
+        .split(|&b| b == b'\n')
+        .next()
+        .unwrap_or_default()
+        .strip_suffix(b"\r")
+        .unwrap_or_else(|| request.split(|&b| b == b'\n').next().unwrap_or_default());
+    let parts: Vec<&[u8]> = line.split(|&b| b == b' ').collect();
+    matches!(parts[..], [method, target, version]
+        if is_token(method) && target.starts_with(b"/") && version.starts_with(b"HTTP/1."))
+}
+
+/// Whether the request's head ends (an empty line).
+fn ends_head(request: &[u8]) -> bool {
+    request.windows(4).any(|w| w == b"\r\n\r\n") || request.windows(2).any(|w| w == b"\n\n")
+}
+
+/// The warning of an HTTP request whose head never ends: the backend
+/// waits for the rest and every round times out.
+fn unterminated_warning(request: &[u8]) -> String {
+    let mut w = String::from(
+        "check_http_send request has no empty line after its head: the backend waits for the \
+         rest and every round times out; end it with \\r\\n\\r\\n",
+    );
+    let literal = request.windows(2).any(|p| p == b"\\r" || p == b"\\n");
+    if literal {
+        w.push_str(" (the request holds a backslash and an r or n: write \\r, not \\\\r)");
+    }
+    w
 }
 
 /// The lines of a request up to (without) the empty line that ends its
@@ -168,6 +237,14 @@ pub fn parse_http_expect_alive(args: &[&[u8]]) -> Result<StatusClasses, ConfErro
         let lower = arg.to_ascii_lowercase();
         let class = match lower.as_slice() {
             [b'h', b't', b't', b'p', b'_', c @ b'1'..=b'5', b'x', b'x'] => c - b'0',
+            b"|" | b"," => {
+                return Err(invalid_value(
+                    D,
+                    arg,
+                    "must be http_1xx, http_2xx, http_3xx, http_4xx or http_5xx, separated by \
+                     spaces",
+                ))
+            }
             _ => {
                 return Err(invalid_value(
                     D,

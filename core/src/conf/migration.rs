@@ -1,8 +1,8 @@
-//! The one-time `[notice]` of a configuration written for yaoweibin's or
-//! Tengine's module (docs/migrating.md, Defaults): it uses `check_status`,
-//! or an upstream has `check_http_send`, and a `check` line relies on
-//! `default_down`'s default, which differs: those modules start peers
-//! down, this one up. Akvicor's module starts `type=udp` peers up, as here,
+//! The one-time `[notice]` of a configuration written for a C health-check
+//! module (yaoweibin's, Tengine's, zhouchangxun's and their forks;
+//! docs/migrating.md, Defaults): it uses `check_status`, or an upstream has
+//! `check_http_send`, and a `check` line relies on `default_down`'s
+//! default, which differs: those modules start peers down, this one up. Akvicor's module starts `type=udp` peers up, as here,
 //! so udp checks never ask for it.
 //!
 //! The http and stream contexts are finished one after the other, in the
@@ -20,22 +20,20 @@ use super::CheckType;
 pub struct Candidates {
     /// The first such upstream.
     any: Option<Vec<u8>>,
-    /// The first such upstream that has `check_http_send`.
-    send: Option<Vec<u8>>,
+    /// Some upstream has `check_http_send`.
+    send: bool,
 }
 
 impl Candidates {
     /// Take note of one context's upstreams.
     pub fn add(&mut self, upstreams: &[UpstreamFacts<'_>]) {
         for u in upstreams {
+            self.send |= u.http.send;
             let Some(c) = u.check else { continue };
             if u.written.default_down || c.check_type == CheckType::Udp {
                 continue;
             }
             self.any.get_or_insert_with(|| u.name.to_vec());
-            if u.http.send {
-                self.send.get_or_insert_with(|| u.name.to_vec());
-            }
         }
     }
 
@@ -43,7 +41,7 @@ impl Candidates {
     pub fn then(&self, later: &Candidates) -> Candidates {
         Candidates {
             any: self.any.clone().or_else(|| later.any.clone()),
-            send: self.send.clone().or_else(|| later.send.clone()),
+            send: self.send || later.send,
         }
     }
 
@@ -51,13 +49,14 @@ impl Candidates {
     /// `check_status_used` says whether it has `check_status` (or one of its
     /// other names).
     pub fn notice(&self, check_status_used: bool) -> Option<String> {
-        let (name, why) = match (&self.send, &self.any) {
-            (Some(n), _) => (n, "check_http_send"),
-            (None, Some(n)) if check_status_used => (n, "check_status"),
-            _ => return None,
+        let name = self.any.as_ref()?;
+        let why = match (check_status_used, self.send) {
+            (true, _) => "check_status",
+            (false, true) => "check_http_send",
+            (false, false) => return None,
         };
         Some(format!(
-            "upstream \"{}\" looks written for yaoweibin's or Tengine's module ({why}) and its \
+            "upstream \"{}\" looks written for a C health-check module ({why}) and its \
              \"check\" has no default_down: here its peers start up (default_down=false), where \
              those modules start them down; write default_down=true to keep that \
              (docs/migrating.md, Defaults)",
@@ -93,6 +92,7 @@ mod tests {
             written: Written {
                 default_down: dd,
                 connection: false,
+                check_type: false,
             },
         }
     }
@@ -115,7 +115,7 @@ mod tests {
         let n = c.notice(true).unwrap();
         assert!(
             n.starts_with(
-                "upstream \"db\" looks written for yaoweibin's or Tengine's module (check_status)"
+                "upstream \"db\" looks written for a C health-check module (check_status)"
             ),
             "{n}"
         );
@@ -126,12 +126,19 @@ mod tests {
     fn check_http_send_alone_is_enough_and_is_named() {
         let web = check("type=http");
         let mut c = Candidates::default();
+        // The send of "b" says the configuration is the C modules'; "a",
+        // before it, relies on the default.
         c.add(&[
             ups("a", Some(&web), false, false),
-            ups("b", Some(&web), true, false),
+            ups("b", Some(&web), true, true),
         ]);
         let n = c.notice(false).unwrap();
-        assert!(n.starts_with("upstream \"b\" looks written for yaoweibin's or Tengine's module (check_http_send)"), "{n}");
+        assert!(
+            n.starts_with(
+                "upstream \"a\" looks written for a C health-check module (check_http_send)"
+            ),
+            "{n}"
+        );
         assert!(n.ends_with("write default_down=true to keep that (docs/migrating.md, Defaults)"));
     }
 
@@ -145,7 +152,7 @@ mod tests {
             ups("udp", Some(&udp), true, false),
             ups("none", None, true, false),
         ]);
-        assert_eq!(c, Candidates::default());
+        assert_eq!(c.any, None);
         assert_eq!(c.notice(true), None);
     }
 }

@@ -21,8 +21,10 @@
 //!   version, or a CR not followed by LF, is [`Invalid::HeaderSyntax`];
 //! - up to [`MAX_INTERIM`] interim responses (1xx) before the final one,
 //!   skipped with their headers. `101 Switching Protocols` is refused as
-//!   [`Invalid::StatusLine`]: a health check never asks to upgrade, and
-//!   after a 101 the connection no longer speaks HTTP/1.x;
+//!   [`Invalid::StatusLine`] (after a 101 the connection no longer speaks
+//!   HTTP/1.x), unless [`Config::final_101`] makes it the final response,
+//!   complete with its head and never reusable (a websocket upgrade check
+//!   that accepts `http_1xx`);
 //! - the final response's body framed as RFC 9112 section 6.3 says, in
 //!   this order: none after a HEAD request, for 204 and for 304 (the
 //!   response is complete with its head, whatever Content-Length or
@@ -55,6 +57,11 @@ pub struct Config {
     pub body_keep: usize,
     /// The request was HEAD: the final response has no body.
     pub head_request: bool,
+    /// `101 Switching Protocols` is a final response (no body, the
+    /// connection not reusable): the check accepts it (`http_1xx`, a
+    /// websocket upgrade request). Else it is refused, as a health check
+    /// cannot follow the protocol switch.
+    pub final_101: bool,
 }
 
 /// Where a response stands.
@@ -594,7 +601,7 @@ impl Parser {
                     Line::Status(n + 1)
                 } else {
                     let s = self.head.status;
-                    if !(100..=599).contains(&s) || s == 101 {
+                    if !(100..=599).contains(&s) || (s == 101 && !self.cfg.final_101) {
                         return Err(Invalid::StatusLine);
                     }
                     if s < 200 && self.interim == MAX_INTERIM {
@@ -692,7 +699,8 @@ impl Parser {
     /// The empty line ending a head: skips an interim response, or fixes
     /// the final response's framing.
     fn end_of_head(&mut self) -> Result<(), Invalid> {
-        if self.head.status < 200 {
+        let switching = self.head.status == 101;
+        if self.head.status < 200 && !switching {
             self.interim += 1;
             self.head.text.clear();
             self.head.reason_len = 0;
@@ -704,9 +712,14 @@ impl Parser {
         }
         self.head_done = true;
         let head = &self.head;
-        self.keep_alive = !head.has_token(b"connection", b"close")
+        self.keep_alive = !switching
+            && !head.has_token(b"connection", b"close")
             && (head.version == 1 || head.has_token(b"connection", b"keep-alive"));
-        self.framing = framing(head, self.cfg.head_request)?;
+        // After a 101 the connection speaks another protocol: no body.
+        self.framing = match switching {
+            true => Framing::None,
+            false => framing(head, self.cfg.head_request)?,
+        };
         self.count = 0;
         self.state = State::Body;
         match self.framing {

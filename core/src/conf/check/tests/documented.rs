@@ -381,17 +381,18 @@ fn cross_parameter_errors_name_the_wrong_value() {
     }
 }
 
-/// A `timeout` not below its interval is accepted, as the C modules accept
-/// it, with a `[warn]`: a round still in flight delays the next.
+/// A `timeout` above its interval is accepted, as the C modules accept
+/// it, with a `[warn]`: a round still in flight delays the next. Equal to
+/// it, quietly (a round ends by the next one's start).
 #[test]
-fn timeout_not_below_interval_is_a_warning() {
+fn timeout_above_interval_is_a_warning() {
     for (line, timeout, against) in [
         ("interval=3000 timeout=5000", 5000, "interval=3000"),
-        ("timeout=5000", 5000, "interval=5000"),
-        ("timeout=3s interval=3000", 3000, "interval=3000"),
+        ("timeout=6000", 6000, "interval=5000"),
+        ("timeout=4s interval=3000", 4000, "interval=3000"),
         (
-            "interval=3000 down_interval=1000 timeout=1000",
-            1000,
+            "interval=3000 down_interval=1000 timeout=1500",
+            1500,
             "down_interval=1000",
         ),
     ] {
@@ -402,7 +403,7 @@ fn timeout_not_below_interval_is_a_warning() {
         let w = &c.warnings[0].0;
         assert!(
             w.contains(&format!(
-                "is not below {against}: a round still in flight delays the next"
+                "is above {against}: a round still in flight delays the next"
             )),
             "{line}: {w}"
         );
@@ -412,11 +413,16 @@ fn timeout_not_below_interval_is_a_warning() {
             "{line}"
         );
     }
-    // Below every interval: no warning.
-    assert!(parse_check_warned(&[b"interval=3000", b"timeout=1000"])
-        .unwrap()
-        .warnings
-        .is_empty());
+    // Below or at every interval: no warning.
+    for quiet in [
+        &[&b"interval=3000"[..], b"timeout=1000"][..],
+        &[b"interval=3000", b"timeout=3000"],
+    ] {
+        assert!(
+            parse_check_warned(quiet).unwrap().warnings.is_empty(),
+            "{quiet:?}"
+        );
+    }
 }
 
 /// The C modules' spellings: `default_down` in any case.
@@ -447,4 +453,15 @@ fn c_module_spellings() {
     // Akvicor's spelling: reuse=ON.
     assert_eq!(ok("reuse=ON").reuse, Reuse::On);
     assert_eq!(ok("reuse=Off").reuse, Reuse::Off);
+}
+
+/// Parameters configurations give `check` that belong elsewhere say where.
+#[test]
+fn a_request_written_as_a_parameter_says_where_it_goes() {
+    assert_eq!(
+        err("type=http uri=/status"),
+        "invalid parameter \"uri=/status\": the request is not a parameter of check: write \
+         check_http_request GET /path; (or check_http_send \"GET /path HTTP/1.0\\r\\n\\r\\n\";) \
+         and type=http"
+    );
 }

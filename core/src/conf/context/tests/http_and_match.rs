@@ -121,15 +121,48 @@ fn http_directives_require_a_type_that_takes_them() {
                 with_http(ups("u", c, None, peers()), h),
             ];
             let f = finish_with(&u, &[]);
-            let has = c.map_or("no check".to_string(), |c| {
-                format!("type={}", c.check_type.as_str())
-            });
+            // As the C modules: without check, and expect_alive where no
+            // status is read, the directive does nothing and nginx -t says so.
+            let ignored = match c {
+                None => Some("it has no check".to_string()),
+                Some(c) if directive == "check_http_expect_alive" => Some(format!(
+                    "a type={} check reads no HTTP status",
+                    c.check_type.as_str()
+                )),
+                Some(_) => None,
+            };
+            if let Some(why) = ignored {
+                assert!(f.result.is_ok(), "{h:?} {c:?}");
+                let want = format!("\"{directive}\" has no effect in upstream \"u\": {why}");
+                assert_eq!(messages(&f.warnings), [(at, want.as_str())], "{h:?} {c:?}");
+                continue;
+            }
+            let has = format!("type={}", c.map_or("", |c| c.check_type.as_str()));
             let want = format!(
                 "\"{directive}\" requires \"check ... {what}\" in upstream \"u\", which has {has}"
             );
             assert_eq!(error_of(&f), (at, want.as_str()), "{h:?} {c:?}");
         }
     }
+    // A check_http_send beside a line without type= was meant for http.
+    let bare = check("interval=1000");
+    let mut h = all(true, false, false, true, false, false);
+    h.send = true;
+    let f = finish_with(&[with_http(ups("u", Some(&bare), None, peers()), h)], &[]);
+    assert!(f.result.is_ok());
+    assert_eq!(
+        messages(&f.warnings),
+        [(
+            Directive::HttpExpectAlive(0),
+            "\"check_http_expect_alive\" has no effect in upstream \"u\": a type=tcp check reads \
+             no HTTP status (did you mean check ... type=http?)"
+        )]
+    );
+    // type=tcp written out: no hint.
+    let mut u = with_http(ups("u", Some(&bare), None, peers()), h);
+    u.written.check_type = true;
+    let f = finish_with(&[u], &[]);
+    assert!(!f.warnings[0].error.0.contains("did you mean"));
     // The first in the fixed order is named.
     let u = [with_http(
         ups("u", Some(&tcp), None, peers()),

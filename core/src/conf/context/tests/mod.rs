@@ -180,6 +180,21 @@ fn keepalive_requests_above_one_keeps_an_http_checks_connection_unless_the_line_
 }
 
 #[test]
+fn keepalive_requests_1_is_the_c_modules_default_and_says_so() {
+    let plain = check("interval=1000 type=http");
+    let f = finish(
+        Group::Http,
+        &[ups("u", Some(&plain), Some(1), vec![])],
+        None,
+    );
+    assert_eq!(
+        f.warnings[0].error.to_string(),
+        "\"check_keepalive_requests\" has no effect in upstream \"u\": 1 round per connection \
+         is what its check does; remove it"
+    );
+}
+
+#[test]
 fn the_warning_message_is_nginx_t_s() {
     let f = finish(Group::Stream, &[ups("s", None, Some(5), vec![])], None);
     assert_eq!(

@@ -141,14 +141,38 @@ pub(super) const HTTP_CHECKS: [&str; 7] = [
     "type=http match=missing",
 ];
 
-/// The oracle of rules 4 to 7 for one upstream: its error, or its warning.
+/// The oracle of rules 4 to 7 for one upstream: its warnings (those found
+/// before an error included) and its error.
 pub(super) fn http_oracle(
     i: usize,
     c: Option<&CheckConf>,
     h: HttpDirectives,
     web_ok: bool,
-) -> Result<Option<Directive>, Directive> {
-    let t = c.map(|c| c.check_type);
+) -> (Vec<Directive>, Result<(), Directive>) {
+    let mut warned = Vec::new();
+    let r = http_oracle_into(i, c, h, web_ok, &mut warned);
+    (warned, r)
+}
+
+fn http_oracle_into(
+    i: usize,
+    c: Option<&CheckConf>,
+    h: HttpDirectives,
+    web_ok: bool,
+    warned: &mut Vec<Directive>,
+) -> Result<(), Directive> {
+    let Some(conf) = c else {
+        // Without check nothing applies: each directive has no effect.
+        let given = [
+            (h.send, Directive::HttpSend(i)),
+            (h.request, Directive::HttpRequest(i)),
+            (h.header, Directive::HttpHeader(i)),
+            (h.expect_alive, Directive::HttpExpectAlive(i)),
+        ];
+        warned.extend(given.iter().filter(|g| g.0).map(|g| g.1));
+        return Ok(());
+    };
+    let t = Some(conf.check_type);
     let is_http = t == Some(CheckType::Http);
     // check_http_send is also the bytes of tcp and the datagram of udp.
     if h.send && !matches!(t, Some(CheckType::Http | CheckType::Tcp | CheckType::Udp)) {
@@ -162,7 +186,8 @@ pub(super) fn http_oracle(
             return Err(Directive::HttpHeader(i));
         }
         if h.expect_alive {
-            return Err(Directive::HttpExpectAlive(i));
+            // No HTTP status to judge: no effect.
+            warned.push(Directive::HttpExpectAlive(i));
         }
     }
     if h.send && (h.request || h.header) {
@@ -179,7 +204,7 @@ pub(super) fn http_oracle(
         return Err(Directive::HttpSend(i));
     }
     let Some(m) = c.and_then(|c| c.match_block.as_deref()) else {
-        return Ok(None);
+        return Ok(());
     };
     let fits = match (m, c.unwrap().check_type) {
         (b"web", CheckType::Http) => web_ok,
@@ -189,7 +214,10 @@ pub(super) fn http_oracle(
     if !fits {
         return Err(Directive::Check(i));
     }
-    Ok(h.expect_alive.then_some(Directive::HttpExpectAlive(i)))
+    if is_http && h.expect_alive {
+        warned.push(Directive::HttpExpectAlive(i));
+    }
+    Ok(())
 }
 
 proptest! {
@@ -227,9 +255,11 @@ proptest! {
         let mut warned = Vec::new();
         let mut error = None;
         for (i, u) in facts.iter().enumerate() {
-            match http_oracle(i, u.check, u.http, web_ok) {
-                Ok(w) => warned.extend(w),
-                Err(d) => { error = Some(d); break; }
+            let (w, r) = http_oracle(i, u.check, u.http, web_ok);
+            warned.extend(w);
+            if let Err(d) = r {
+                error = Some(d);
+                break;
             }
         }
         prop_assert_eq!(f.warnings.iter().map(|d| d.at).collect::<Vec<_>>(), warned);

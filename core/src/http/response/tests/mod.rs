@@ -6,6 +6,7 @@ const CFG: Config = Config {
     max_head: 4096,
     body_keep: 64,
     head_request: false,
+    final_101: false,
 };
 
 fn cfg(max_head: usize, body_keep: usize, head_request: bool) -> Config {
@@ -13,7 +14,33 @@ fn cfg(max_head: usize, body_keep: usize, head_request: bool) -> Config {
         max_head,
         body_keep,
         head_request,
+        final_101: false,
     }
+}
+
+#[test]
+fn switching_protocols_is_final_only_when_the_check_accepts_it() {
+    let upgrade = b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\
+                    Connection: Upgrade\r\n\r\n\x81\x05hello";
+    let p = parse_with(CFG, upgrade);
+    assert_eq!(p.state(), State::Invalid(Invalid::StatusLine));
+    let c = Config {
+        final_101: true,
+        ..CFG
+    };
+    let p = parse_with(c, upgrade);
+    assert_eq!(p.state(), State::Complete);
+    assert_eq!(p.head().map(|h| h.status), Some(101));
+    assert!(
+        !p.reusable(),
+        "after a 101 the connection is another protocol's"
+    );
+    // Other interim responses are still skipped.
+    let p = parse_with(
+        c,
+        b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
+    );
+    assert_eq!(p.head().map(|h| h.status), Some(200));
 }
 
 /// Feeds `input` in one piece.

@@ -458,6 +458,7 @@ pub(super) fn render(s: &Spec) -> (Vec<u8>, Config, Expect) {
         max_head,
         body_keep: s.body_keep,
         head_request,
+        final_101: false,
     };
 
     let fail = |e| Expect {
