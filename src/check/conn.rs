@@ -326,6 +326,23 @@ impl Conn {
         set(libc::IPPROTO_TCP, libc::TCP_KEEPCNT, cnt);
     }
 
+    /// `TCP_NODELAY`: small frames go at once (an HTTP/2 client's SETTINGS
+    /// ACK must not hold back the GOAWAY that follows it, or the request
+    /// behind a WINDOW_UPDATE).
+    pub fn set_nodelay(self) {
+        let on: c_int = 1;
+        // SAFETY: a valid fd and an int option value.
+        unsafe {
+            libc::setsockopt(
+                self.fd(),
+                libc::IPPROTO_TCP,
+                libc::TCP_NODELAY,
+                ptr::addr_of!(on).cast(),
+                size_of::<c_int>() as libc::socklen_t,
+            );
+        }
+    }
+
     /// `connect()` the socket to `addr`; the errno on failure
     /// (`EINPROGRESS` for a connect under way).
     pub fn connect(self, addr: &[u8]) -> Result<(), c_int> {
@@ -452,4 +469,23 @@ fn io_result(n: isize) -> Io {
     } else {
         Io::Error(errno())
     }
+}
+
+/// Bytes read from a socket per `recv` by the probe kinds.
+pub const READ_CHUNK: usize = 4096;
+
+std::thread_local! {
+    /// The worker's one read buffer, lent to the kind whose handler runs
+    /// (handlers never nest; a fresh zeroed array per read cost more than
+    /// the read).
+    static SCRATCH: core::cell::RefCell<[u8; READ_CHUNK]> =
+        const { core::cell::RefCell::new([0; READ_CHUNK]) };
+}
+
+/// Run `f` with the worker's read buffer (a fresh one if it is lent out).
+pub fn with_read_buffer<R>(f: impl FnOnce(&mut [u8]) -> R) -> R {
+    SCRATCH.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut buf) => f(&mut buf[..]),
+        Err(_) => f(&mut [0u8; READ_CHUNK]),
+    })
 }

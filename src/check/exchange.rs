@@ -13,12 +13,9 @@ use healthcheck_core::conf::StatusClasses;
 use healthcheck_core::protocols::{ajp, fastcgi, mysql, Answer, Verdict};
 use healthcheck_core::reason::Reason;
 
-use super::conn::{reason_of, Io};
+use super::conn::{reason_of, with_read_buffer, Io};
 use super::kind::{Cx, ProbeKind};
 use super::outcome::{Outcome, Step};
-
-/// Bytes read from the socket per `recv`.
-const READ_CHUNK: usize = 4096;
 
 /// Which protocol, and what its decoder needs.
 #[derive(Clone, Copy, Debug)]
@@ -89,9 +86,12 @@ impl Exchange {
     }
 
     fn read(&mut self, cx: &Cx) -> Step {
-        let mut buf = [0u8; READ_CHUNK];
+        with_read_buffer(|buf| self.read_into(cx, buf))
+    }
+
+    fn read_into(&mut self, cx: &Cx, buf: &mut [u8]) -> Step {
         loop {
-            let verdict = match cx.conn.recv(&mut buf) {
+            let verdict = match cx.conn.recv(buf) {
                 Io::Done(0) => self.decoder.answer().eof(),
                 Io::Done(n) => self.decoder.answer().feed(&buf[..n]),
                 Io::Again => return Step::Pending,

@@ -26,17 +26,14 @@ use std::rc::Rc;
 
 use healthcheck_core::conf::StatusClasses;
 use healthcheck_core::grpc;
-use healthcheck_core::h2::{Client, Field, Limits, Response};
+use healthcheck_core::h2::{hpack, Client, Field, Limits, Response};
 use healthcheck_core::matcher::{http_verdict, HeadView, RegexSet};
 use healthcheck_core::reason::Reason;
 
-use super::conn::{reason_of, Conn, Io};
+use super::conn::{reason_of, with_read_buffer, Conn, Io};
 use super::kind::{Cx, ProbeKind};
 use super::outcome::{Outcome, Step};
 use crate::match_block::CompiledMatch;
-
-/// Bytes read from the socket per `recv`.
-const READ_CHUNK: usize = 4096;
 
 /// What the rounds ask.
 pub enum Mode {
@@ -57,10 +54,32 @@ pub enum Mode {
     },
 }
 
+impl Mode {
+    /// The HPACK block of the fields every round sends (a grpc round adds
+    /// its `grpc-timeout`).
+    fn fixed_block(&self) -> Vec<u8> {
+        match self {
+            Mode::Grpc {
+                https, authority, ..
+            } => hpack::encode_block(&grpc::request_headers(
+                *https,
+                authority,
+                healthcheck_core::http::request::USER_AGENT.as_bytes(),
+                None,
+            )),
+            Mode::Http { headers, .. } => hpack::encode_block(headers),
+        }
+    }
+}
+
 /// The probe's settings (per probe) and the connection's and round's state.
 pub struct H2 {
     mode: Mode,
     limits: Limits,
+    /// [`Mode::fixed_block`], encoded once.
+    fixed: Vec<u8>,
+    /// The round's block: `fixed` and the round's own fields.
+    block: Vec<u8>,
     /// The connection's client: made on a new connection, kept with it
     /// (boxed: a probe holds one kind, most of them small).
     client: Option<Box<Client>>,
@@ -70,6 +89,9 @@ pub struct H2 {
     reused: bool,
     /// The round ended with its stream taken and the connection sound.
     clean: bool,
+    /// An http round judged up before its stream ended (the delay): the
+    /// rest is read when the connection is kept.
+    up: Option<u64>,
     /// The last `:status` seen.
     status: Option<u16>,
     /// The last `grpc-status` seen.
@@ -94,12 +116,15 @@ impl H2 {
             ..Limits::default()
         };
         H2 {
+            fixed: mode.fixed_block(),
+            block: Vec::new(),
             mode,
             limits,
             client: None,
             stream: None,
             reused: false,
             clean: false,
+            up: None,
             status: None,
             grpc_status: None,
             detail: None,
@@ -120,30 +145,24 @@ impl H2 {
     fn begin(&mut self, cx: &Cx) -> Step {
         self.clean = false;
         self.stream = None;
+        self.up = None;
         cx.time_rest_of_round();
         let left = cx.conf.timeout_ms.saturating_sub(cx.round.elapsed_ms());
-        let (headers, body): (Vec<Field>, Rc<[u8]>) = match &self.mode {
-            Mode::Grpc {
-                https,
-                authority,
-                body,
-                ..
-            } => (
-                grpc::request_headers(
-                    *https,
-                    authority,
-                    healthcheck_core::http::request::USER_AGENT.as_bytes(),
-                    Some(left.max(1)),
-                ),
-                Rc::clone(body),
-            ),
-            Mode::Http { headers, .. } => (headers.clone(), Rc::from(&[][..])),
+        self.block.clear();
+        self.block.extend_from_slice(&self.fixed);
+        let body: &[u8] = match &self.mode {
+            Mode::Grpc { body, .. } => {
+                let timeout = grpc::timeout_value(left.max(1));
+                hpack::encode_field(&mut self.block, b"grpc-timeout", timeout.as_bytes());
+                body
+            }
+            Mode::Http { .. } => &[],
         };
         let Some(client) = self.client.as_mut() else {
             return Step::Done(Outcome::Down(Reason::Error));
         };
         client.begin_round();
-        match client.open_stream(&headers, &body) {
+        match client.open_stream_encoded(&self.block, body) {
             Ok(id) => self.stream = Some(id),
             // The server takes no new stream here: a new connection.
             Err(_) if self.reused => return Step::Reconnect,
@@ -159,6 +178,18 @@ impl H2 {
         }
     }
 
+    /// The round runs on a kept connection and nothing of its stream came
+    /// yet (a connection lost while idle, not a failure of the peer).
+    fn untouched(&self) -> bool {
+        self.reused
+            && self.stream.is_some_and(|id| {
+                self.client
+                    .as_ref()
+                    .and_then(|c| c.response(id))
+                    .is_some_and(|r| r.status.is_none() && r.interim == 0)
+            })
+    }
+
     /// Write what the client queued; `Some` when the round ends.
     fn flush(&mut self, cx: &Cx) -> Option<Step> {
         let client = self.client.as_mut()?;
@@ -167,6 +198,7 @@ impl H2 {
                 Io::Done(n) if n > 0 => client.consume_output(n),
                 // The write event comes when the socket takes more.
                 Io::Done(_) | Io::Again => return None,
+                Io::Error(_) if self.untouched() => return Some(Step::Reconnect),
                 Io::Error(e) => return Some(Step::Done(Outcome::Down(reason_of(e)))),
             }
         }
@@ -174,17 +206,26 @@ impl H2 {
     }
 
     fn read(&mut self, cx: &Cx) -> Step {
-        let mut buf = [0u8; READ_CHUNK];
+        with_read_buffer(|buf| self.read_into(cx, buf))
+    }
+
+    fn read_into(&mut self, cx: &Cx, buf: &mut [u8]) -> Step {
         loop {
-            let n = match cx.conn.recv(&mut buf) {
+            let n = match cx.conn.recv(buf) {
                 Io::Done(0) => {
                     if let Some(step) = self.judge_if_closed(cx) {
                         return step;
+                    }
+                    // A kept connection the server closed before it
+                    // answered anything of this round: a new one.
+                    if self.untouched() {
+                        return Step::Reconnect;
                     }
                     return self.fail(Reason::Closed, "connection closed by peer");
                 }
                 Io::Done(n) => n,
                 Io::Again => return Step::Pending,
+                Io::Error(_) if self.untouched() => return Step::Reconnect,
                 Io::Error(e) => return Step::Done(Outcome::Down(reason_of(e))),
             };
             let Some(client) = self.client.as_mut() else {
@@ -208,16 +249,17 @@ impl H2 {
     /// The round's end, if its stream tells it now.
     fn judge_if_closed(&mut self, cx: &Cx) -> Option<Step> {
         let id = self.stream?;
-        let client = self.client.as_mut()?;
+        let client = self.client.as_ref()?;
         let resp = client.response(id)?;
         if resp.status.is_some() {
             self.status = resp.status;
         }
+        let closed = resp.closed();
         let ready = match &self.mode {
-            Mode::Grpc { .. } => resp.closed(),
+            Mode::Grpc { .. } => closed,
             Mode::Http { matcher, .. } => {
                 let needs_body = matcher.as_ref().is_some_and(|m| m.block.needs_body());
-                resp.closed()
+                closed
                     || (resp.status.is_some()
                         && (!needs_body || resp.body.len() >= self.limits.max_body_bytes))
             }
@@ -225,14 +267,34 @@ impl H2 {
         if !ready {
             return None;
         }
-        // Taking the stream cancels it if the server has not ended it:
-        // the connection stays usable without reading the rest.
-        let resp = client.take_response(id)?;
-        self.stream = None;
+        if self.up.is_some() && !closed {
+            // Judged; the rest of the response is still coming.
+            return None;
+        }
+        // An http round judged on its head: on a connection that is kept
+        // the rest of the response is read (no RST_STREAM, no late frames
+        // to meet while idle), else the stream is cancelled now.
+        if self.up.is_none() && !closed && cx.keep && matches!(self.mode, Mode::Http { .. }) {
+            let resp = resp.clone();
+            return match self.verdict(&resp, cx) {
+                Step::Done(Outcome::Up { delay_ms }) => {
+                    self.up = Some(delay_ms);
+                    None
+                }
+                down => {
+                    self.take_stream(id);
+                    Some(down)
+                }
+            };
+        }
+        let resp = self.take_stream(id)?;
         if resp.refused && self.reused {
             return Some(Step::Reconnect);
         }
-        let step = self.verdict(&resp, cx);
+        let step = match self.up.take() {
+            Some(delay_ms) => Step::Done(Outcome::Up { delay_ms }),
+            None => self.verdict(&resp, cx),
+        };
         if let Some(end) = self.flush(cx) {
             return Some(end);
         }
@@ -242,6 +304,12 @@ impl H2 {
             .is_some_and(|c| c.error().is_none() && c.goaway().is_none());
         self.clean = sound && matches!(step, Step::Done(Outcome::Up { .. }));
         Some(step)
+    }
+
+    /// End the round's stream (cancelled if the server has not ended it).
+    fn take_stream(&mut self, id: u32) -> Option<Response> {
+        self.stream = None;
+        self.client.as_mut()?.take_response(id)
     }
 
     fn verdict(&mut self, resp: &Response, cx: &Cx) -> Step {
@@ -317,6 +385,7 @@ impl RegexSet for NoRegexes {
 impl ProbeKind for H2 {
     fn on_connected(&mut self, cx: &Cx) -> Step {
         self.reused = false;
+        cx.conn.set_nodelay();
         let mut client = Client::new(self.limits);
         client.start();
         self.client = Some(Box::new(client));
@@ -345,9 +414,22 @@ impl ProbeKind for H2 {
 
     fn on_timeout(&mut self, _cx: &Cx) -> Step {
         self.clean = false;
-        let settings = self.client.as_ref().is_some_and(|c| c.settings_received());
-        if !settings {
+        if let Some(delay_ms) = self.up.take() {
+            // Judged up; the rest of the response did not come in time:
+            // the connection is not kept.
+            return Step::Done(Outcome::Up { delay_ms });
+        }
+        let Some(client) = self.client.as_ref() else {
+            return self.fail(Reason::Timeout, Reason::Timeout.describe());
+        };
+        if !client.settings_received() {
             return self.fail(Reason::Protocol, "no SETTINGS from the server in time");
+        }
+        if self.stream.is_some_and(|id| client.send_blocked(id)) {
+            return self.fail(
+                Reason::Timeout,
+                "timed out: the server's flow-control window kept the request from going",
+            );
         }
         self.fail(Reason::Timeout, Reason::Timeout.describe())
     }

@@ -18,13 +18,10 @@ use healthcheck_core::http::response::{Config, Invalid, Parser, State};
 use healthcheck_core::matcher::{http_verdict, HeadView, RegexSet, Test};
 use healthcheck_core::reason::Reason;
 
-use super::conn::{reason_of, Io};
+use super::conn::{reason_of, with_read_buffer, Io};
 use super::kind::{Cx, ProbeKind};
 use super::outcome::{Outcome, Step};
 use crate::match_block::CompiledMatch;
-
-/// Bytes read from the socket per `recv`.
-const READ_CHUNK: usize = 4096;
 
 /// An http round's settings (per probe) and state (per round).
 pub struct Http {
@@ -106,9 +103,12 @@ impl Http {
     }
 
     fn read(&mut self, cx: &Cx) -> Step {
-        let mut buf = [0u8; READ_CHUNK];
+        with_read_buffer(|buf| self.read_into(cx, buf))
+    }
+
+    fn read_into(&mut self, cx: &Cx, buf: &mut [u8]) -> Step {
         loop {
-            match cx.conn.recv(&mut buf) {
+            match cx.conn.recv(buf) {
                 Io::Done(0) => {
                     self.parser.eof();
                     return self.judge(cx).unwrap_or(Step::Pending);

@@ -51,6 +51,11 @@ fn log_flip(p: &Probe, flip: Flip, result: RoundResult) {
     match flip.transition {
         Transition::WentDown => {
             let reason = match (result, p.http_status()) {
+                // HTTP/2's failures say they are (docs/directives.md,
+                // type=grpc and type=grpcs), then what broke.
+                (RoundResult::Down(r @ Reason::Protocol), _) if p.kind_detail().is_some() => {
+                    format!("{}: {}", r.describe(), p.kind_detail().unwrap_or_default())
+                }
                 // The answer's own words (a MySQL error, a FastCGI status).
                 (RoundResult::Down(_), _) if p.kind_detail().is_some() => {
                     p.kind_detail().unwrap_or_default().to_string()

@@ -54,6 +54,7 @@ pub mod conf;
 pub mod daemons;
 pub mod dns;
 pub mod grpc;
+pub mod h2server;
 pub mod http_backend;
 pub mod nginx;
 pub mod page;

@@ -462,16 +462,23 @@ impl Client {
     /// windows allow now (the rest goes when they open). Starts the
     /// connection if [`Client::start`] was not called.
     pub fn open_stream(&mut self, headers: &[Field], body: &[u8]) -> Result<u32, OpenError> {
+        self.open_stream_encoded(&hpack::encode_block(headers), body)
+    }
+
+    /// [`Client::open_stream`] with the header block already encoded by
+    /// [`hpack::encode_block`] (its literals leave no table state, so
+    /// blocks may be made once and joined: a probe's fixed fields, then a
+    /// round's own).
+    pub fn open_stream_encoded(&mut self, block: &[u8], body: &[u8]) -> Result<u32, OpenError> {
         self.start();
         let c = &mut self.c;
         c.open_check()?;
         let id = c.next_stream;
         c.next_stream += 2;
-        let block = hpack::encode_block(headers);
         frame::put_headers(
             &mut c.out,
             id,
-            &block,
+            block,
             body.is_empty(),
             c.peer.max_frame_size,
         );

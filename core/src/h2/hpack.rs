@@ -436,9 +436,14 @@ pub fn encode_block(fields: &[(Vec<u8>, Vec<u8>)]) -> Vec<u8> {
     let size: usize = fields.iter().map(|(n, v)| n.len() + v.len() + 12).sum();
     let mut out = Vec::with_capacity(size);
     for (n, v) in fields {
-        out.push(0);
-        encode_str(&mut out, n);
-        encode_str(&mut out, v);
+        encode_field(&mut out, n, v);
     }
     out
+}
+
+/// Appends one field to a block as [`encode_block`] encodes it.
+pub fn encode_field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+    out.push(0);
+    encode_str(out, name);
+    encode_str(out, value);
 }

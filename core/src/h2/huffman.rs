@@ -322,12 +322,196 @@ pub enum HuffmanError {
     Padding,
 }
 
+/// Bits looked up at once: every code of at most this many bits (the
+/// octets headers are made of) is found in [`FAST`] in one step.
+const PEEK: u32 = 9;
+
+/// `(symbol, length)` of the code that starts the `PEEK` bits at each
+/// index; length 0 where the code is longer (then [`CANONICAL`] decides).
+static FAST: [(u16, u8); 1 << PEEK] = fast();
+
+const fn fast() -> [(u16, u8); 1 << PEEK] {
+    let mut t = [(0u16, 0u8); 1 << PEEK];
+    let mut sym = 0;
+    while sym < 257 {
+        let (code, len) = CODES[sym];
+        if len as u32 <= PEEK {
+            let spare = PEEK - len as u32;
+            let base = (code << spare) as usize;
+            let mut i = 0;
+            while i < 1 << spare {
+                t[base + i] = (sym as u16, len);
+                i += 1;
+            }
+        }
+        sym += 1;
+    }
+    t
+}
+
+/// Bits of [`PAIRS`]' index.
+const PAIR_BITS: u32 = 12;
+
+/// For each 12-bit string: the octets of the codes it starts with, one or
+/// two (`n`, 0 when the first code is longer), and the bits they take.
+#[derive(Clone, Copy)]
+struct Pair {
+    first: u8,
+    second: u8,
+    n: u8,
+    bits: u8,
+}
+
+static PAIRS: [Pair; 1 << PAIR_BITS] = pairs();
+
+/// The code of at most `max` bits that starts the 12-bit `bits`
+/// (left-aligned), by the canonical table.
+const fn code_at(bits: u32, max: u32) -> Option<(u8, u8)> {
+    let c = &CANONICAL;
+    let mut len = 1;
+    while len as u32 <= max {
+        let code = bits >> (PAIR_BITS - len as u32);
+        let n = c.count[len] as u32;
+        if n != 0 && code >= c.first[len] && code - c.first[len] < n {
+            let sym = c.sorted[c.offset[len] as usize + (code - c.first[len]) as usize];
+            return Some((sym as u8, len as u8));
+        }
+        len += 1;
+    }
+    None
+}
+
+const fn pairs() -> [Pair; 1 << PAIR_BITS] {
+    let none = Pair {
+        first: 0,
+        second: 0,
+        n: 0,
+        bits: 0,
+    };
+    let mut t = [none; 1 << PAIR_BITS];
+    let mut i = 0;
+    while i < 1 << PAIR_BITS {
+        if let Some((s1, l1)) = code_at(i as u32, PAIR_BITS) {
+            let rest = PAIR_BITS - l1 as u32;
+            let tail = ((i as u32) << l1) & ((1 << PAIR_BITS) - 1);
+            t[i] = match code_at(tail, rest) {
+                Some((s2, l2)) => Pair {
+                    first: s1,
+                    second: s2,
+                    n: 2,
+                    bits: l1 + l2,
+                },
+                None => Pair {
+                    first: s1,
+                    second: 0,
+                    n: 1,
+                    bits: l1,
+                },
+            };
+        }
+        i += 1;
+    }
+    t
+}
+
+/// The code that starts the 30-bit `window` (left-aligned): its symbol
+/// and length. Every 30-bit string starts with a code.
+fn lookup(window: u32) -> Option<(u16, u32)> {
+    let (sym, len) = FAST[(window >> (MAX_LEN as u32 - PEEK)) as usize];
+    if len != 0 {
+        return Some((sym, u32::from(len)));
+    }
+    let c = &CANONICAL;
+    for len in PEEK as usize + 1..=MAX_LEN {
+        let code = window >> (MAX_LEN - len);
+        let n = u32::from(c.count[len]);
+        if n != 0 && code >= c.first[len] && code - c.first[len] < n {
+            let sym = c.sorted[usize::from(c.offset[len]) + (code - c.first[len]) as usize];
+            return Some((sym, len as u32));
+        }
+    }
+    None
+}
+
 /// Decodes the Huffman string `src`, appending the octets to `out`.
 ///
 /// `out` grows by at most `src.len() * 8 / 5` octets (the shortest code
 /// has 5 bits). On error `out` may hold part of the string.
+///
+/// The bits are taken 30 at a time (the longest code), the short codes by
+/// one table lookup; at the end of the string the window is padded with
+/// ones, and what no complete code covers is the padding.
 pub fn decode(src: &[u8], out: &mut Vec<u8>) -> Result<(), HuffmanError> {
     out.reserve(src.len() * 8 / 5);
+    let mut acc: u64 = 0;
+    let mut nbits: u32 = 0;
+    let mut bytes = src.iter();
+    loop {
+        while nbits <= 56 {
+            match bytes.next() {
+                Some(&b) => {
+                    acc = (acc << 8) | u64::from(b);
+                    nbits += 8;
+                }
+                None => break,
+            }
+        }
+        if nbits == 0 {
+            break;
+        }
+        let window = if nbits >= MAX_LEN as u32 {
+            (acc >> (nbits - MAX_LEN as u32)) as u32 & ((1u32 << MAX_LEN) - 1)
+        } else {
+            // The string's last bits, padded with ones.
+            let pad = MAX_LEN as u32 - nbits;
+            ((acc as u32) << pad) | ((1u32 << pad) - 1)
+        };
+        // While 30 bits are left (none of them padding), one or two octets
+        // a lookup.
+        if nbits >= MAX_LEN as u32 {
+            let p = PAIRS[(window >> (MAX_LEN as u32 - PAIR_BITS)) as usize];
+            if p.n != 0 {
+                out.push(p.first);
+                if p.n == 2 {
+                    out.push(p.second);
+                }
+                nbits -= u32::from(p.bits);
+                acc &= (1u64 << nbits) - 1;
+                continue;
+            }
+        }
+        let (fsym, flen) = FAST[(window >> (MAX_LEN as u32 - PEEK)) as usize];
+        if flen != 0 && u32::from(flen) <= nbits && fsym != 256 {
+            out.push(fsym as u8);
+            nbits -= u32::from(flen);
+            acc &= (1u64 << nbits) - 1;
+            continue;
+        }
+        let Some((sym, len)) = lookup(window) else {
+            return Err(HuffmanError::Eos);
+        };
+        if len > nbits {
+            // No complete code left: the padding.
+            break;
+        }
+        if sym == 256 {
+            return Err(HuffmanError::Eos);
+        }
+        out.push(sym as u8);
+        nbits -= len;
+        acc &= (1u64 << nbits) - 1;
+    }
+    // At most 7 bits of padding, all ones (a prefix of EOS).
+    let ones = (1u64 << nbits) - 1;
+    if nbits > 7 || acc & ones != ones {
+        return Err(HuffmanError::Padding);
+    }
+    Ok(())
+}
+
+/// The bit-by-bit decoder [`decode`] replaced: the oracle of its tests.
+#[cfg(test)]
+pub(crate) fn decode_bitwise(src: &[u8], out: &mut Vec<u8>) -> Result<(), HuffmanError> {
     let c = &CANONICAL;
     let mut code: u32 = 0;
     let mut len: usize = 0;
@@ -345,14 +529,10 @@ pub fn decode(src: &[u8], out: &mut Vec<u8>) -> Result<(), HuffmanError> {
                 code = 0;
                 len = 0;
             } else if len == MAX_LEN {
-                // Every 30-bit string is a code or a prefix of none: the
-                // only codes of 30 bits are EOS and three octets, and a
-                // complete code is always found by then.
                 return Err(HuffmanError::Eos);
             }
         }
     }
-    // At most 7 bits of padding, all ones (a prefix of EOS).
     if len > 7 || code != (1u32 << len) - 1 {
         return Err(HuffmanError::Padding);
     }

@@ -368,3 +368,31 @@ fn static_table_is_appendix_a() {
     assert_eq!(STATIC_TABLE[15], ("accept-encoding", "gzip, deflate"));
     assert_eq!(STATIC_TABLE[60], ("www-authenticate", ""));
 }
+
+proptest::proptest! {
+    /// The table-driven decoder says what the bit-by-bit one said, for
+    /// any bytes (mostly not Huffman at all) and for encoded strings with
+    /// any tail.
+    #[test]
+    fn huffman_decode_agrees_with_the_bitwise_decoder(
+        raw in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64),
+        text in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64),
+        cut in 0usize..8,
+    ) {
+        use crate::h2::huffman::{decode, decode_bitwise, encode};
+        let mut encoded = Vec::new();
+        encode(&text, &mut encoded);
+        let shorter = encoded.len().saturating_sub(cut);
+        for input in [&raw[..], &encoded[..], &encoded[..shorter]] {
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            let (ra, rb) = (decode(input, &mut a), decode_bitwise(input, &mut b));
+            proptest::prop_assert_eq!(ra, rb, "{:?}", input);
+            if ra.is_ok() {
+                proptest::prop_assert_eq!(&a, &b);
+            }
+        }
+        let mut back = Vec::new();
+        proptest::prop_assert!(decode(&encoded, &mut back).is_ok());
+        proptest::prop_assert_eq!(back, text);
+    }
+}
