@@ -520,8 +520,9 @@ fn port_applies_to_ip_servers_and_a_unix_server_is_checked_on_its_own_address() 
     let _ = fs::remove_dir_all(&dir);
 }
 
-#[test]
-fn check_keepalive_requests_keeps_an_http_checks_connection() {
+/// A keep-alive HTTP backend answering `200 ok`, and a configuration
+/// whose upstream `u` checks it with `lines`; what `nginx -t` says of it.
+fn keepalive_case(lines: &str) -> (HttpBackend, String, String) {
     let b = HttpBackend::start(Reply::Raw {
         bytes: response(200, &[("Content-Length", "2")], b"ok"),
         close: false,
@@ -532,8 +533,7 @@ fn check_keepalive_requests_keeps_an_http_checks_connection() {
     upstream u {{
         server {};
         check_keepalive_requests 10;
-        check interval=100 rise=1 fall=1 timeout=90 type=http;
-        check_http_send \"GET / HTTP/1.0\\r\\nConnection: keep-alive\\r\\n\\r\\n\";
+        {lines}
     }}
     server {{ listen 127.0.0.1:{port}; location /status {{ healthcheck_status json; }} }}
 }}",
@@ -541,6 +541,15 @@ fn check_keepalive_requests_keeps_an_http_checks_connection() {
     );
     let (code, out) = Nginx::builder().test_config(&body);
     assert_eq!(code, 0, "{out}");
+    (b, body, out)
+}
+
+#[test]
+fn check_keepalive_requests_keeps_an_http_checks_connection() {
+    let (b, body, out) = keepalive_case(
+        "check interval=100 rise=1 fall=1 timeout=90 type=http;
+        check_http_send \"GET / HTTP/1.0\\r\\nConnection: keep-alive\\r\\n\\r\\n\";",
+    );
     assert!(!out.contains("has no effect"), "{out}");
     let ng = Nginx::start(&body);
     wait_for(WAIT, "20 requests", || {
@@ -556,24 +565,8 @@ fn check_keepalive_requests_keeps_an_http_checks_connection() {
 
 #[test]
 fn an_explicit_reuse_off_keeps_check_keepalive_requests_from_keeping_the_connection() {
-    let b = HttpBackend::start(Reply::Raw {
-        bytes: response(200, &[("Content-Length", "2")], b"ok"),
-        close: false,
-    });
-    let port = free_port();
-    let body = format!(
-        "http {{
-    upstream u {{
-        server {};
-        check_keepalive_requests 10;
-        check interval=100 rise=1 fall=1 timeout=90 type=http reuse=off;
-    }}
-    server {{ listen 127.0.0.1:{port}; location /status {{ healthcheck_status json; }} }}
-}}",
-        b.addr()
-    );
-    let (code, out) = Nginx::builder().test_config(&body);
-    assert_eq!(code, 0, "{out}");
+    let (b, body, out) =
+        keepalive_case("check interval=100 rise=1 fall=1 timeout=90 type=http reuse=off;");
     assert!(
         out.contains(
             "\"check_keepalive_requests\" has no effect in upstream \"u\": its check is not reuse=on"
