@@ -41,6 +41,11 @@ pub struct MainConf {
     pub migration: cc::migration::Candidates,
     /// http: a `check_status` (under any of its names) is in the context.
     pub check_status: bool,
+    /// The names of the context's upstreams that have `check`.
+    pub checked: Vec<Vec<u8>>,
+    /// http: the `healthcheck_gate` upstreams no context has been seen to
+    /// check yet, and where each was written (`crate::finish`).
+    pub gates: Vec<(Vec<u8>, crate::ffi::ConfLoc)>,
 }
 
 impl Default for MainConf {
@@ -52,6 +57,8 @@ impl Default for MainConf {
             state_file: Setting::default(),
             migration: Default::default(),
             check_status: false,
+            checked: Vec::new(),
+            gates: Vec::new(),
         }
     }
 }
@@ -114,6 +121,8 @@ pub struct LocConf {
     pub status: Option<cc::StatusConf>,
     /// `healthcheck_admin`.
     pub admin: bool,
+    /// `healthcheck_gate`.
+    pub gate: Option<healthcheck_core::gate::GateConf>,
     /// The directive that made this location (or server) a page of the
     /// module: one per location.
     pub handler: Option<&'static str>,
@@ -147,9 +156,10 @@ impl LocConf {
 
 /// The page directives' names as registered (`LocConf::claim`).
 fn page_name(args: &[&[u8]]) -> &'static str {
-    const NAMES: [&str; 6] = [
+    const NAMES: [&str; 7] = [
         "healthcheck_status",
         "healthcheck_admin",
+        "healthcheck_gate",
         "check_status",
         "l4check_status",
         "stream_check_status",
@@ -468,6 +478,32 @@ pub unsafe fn set_status(
         run::<LocConf>(cf, cmd, conf, |_, c, args| {
             c.claim("healthcheck_status")?;
             c.status = Some(cc::parse_status_directive(args)?);
+            Ok(())
+        })
+    }
+}
+
+/// `healthcheck_gate UPSTREAM [min=N|N%];` in a location.
+///
+/// # Safety
+/// nginx's directive contract; `conf` points to our `LocConf`.
+pub unsafe fn set_gate(
+    cf: *mut ngx_conf_t,
+    cmd: *mut ngx_command_t,
+    conf: *mut c_void,
+) -> *mut c_char {
+    // SAFETY: nginx's directive contract.
+    unsafe {
+        run::<LocConf>(cf, cmd, conf, |cf, c, args| {
+            c.claim("healthcheck_gate")?;
+            let gate = healthcheck_core::gate::parse_gate(args)?;
+            // Checked once every upstream is known (crate::finish).
+            let main = crate::modules::main_conf::<MainConf>(&*cf.cycle, Group::Http);
+            if let Some(m) = main.as_mut() {
+                m.gates
+                    .push((gate.upstream.clone(), crate::ffi::ConfLoc::here(cf)));
+            }
+            c.gate = Some(gate);
             Ok(())
         })
     }

@@ -232,6 +232,24 @@ pub unsafe extern "C" fn ngx_http_healthcheck_admin(
     }
 }
 
+pub unsafe extern "C" fn ngx_http_healthcheck_gate(
+    cf: *mut ngx_conf_t,
+    cmd: *mut ngx_command_t,
+    conf: *mut c_void,
+) -> *mut c_char {
+    // SAFETY: nginx's directive contract.
+    unsafe {
+        location_handler(
+            cf,
+            cmd,
+            conf,
+            "healthcheck_gate",
+            conf::set_gate,
+            Some(crate::gate::ngx_http_healthcheck_gate_handler),
+        )
+    }
+}
+
 pub unsafe extern "C" fn ngx_http_upstream_check_init_module(cycle: *mut ngx_cycle_t) -> ngx_int_t {
     // SAFETY: nginx passes the cycle being initialised.
     let Some(cycle) = (unsafe { cycle.as_ref() }) else {

@@ -84,6 +84,15 @@ pub unsafe fn context(
     }
     let facts: Vec<cc::UpstreamFacts<'_>> = upstreams.iter().map(facts).collect();
     mcf.migration.add(&facts);
+    mcf.checked = facts
+        .iter()
+        .filter(|f| f.check.is_some())
+        .map(|f| f.name.to_vec())
+        .collect();
+    // SAFETY: per the contract.
+    if unsafe { gates(cf, group, mcf) }.is_err() {
+        return Err(());
+    }
     // SAFETY: set by nginx at start.
     let page = unsafe { ngx_pagesize };
     let blocks = mcf.matches.blocks();
@@ -161,11 +170,73 @@ pub unsafe fn configuration_read(cycle: &ngx::ffi::ngx_cycle_t) {
     let of = |m: Option<&MainConf>| m.map_or(&none, |m| &m.migration).clone();
     let candidates = of(http).then(&of(stream));
     let check_status = http.is_some_and(|m| m.check_status);
+    // Gates whose upstream no context checks, in a configuration without a
+    // stream block (which could still have had it): they answer 503.
+    for (name, loc) in http.map_or(&[][..], |m| &m.gates) {
+        let msg = format!(
+            "\"healthcheck_gate\" names upstream \"{}\", which is no upstream with check: \
+             it answers 503",
+            String::from_utf8_lossy(name)
+        );
+        // SAFETY: the cycle's log.
+        unsafe { log_at(ngx::ffi::NGX_LOG_WARN, cycle.log, loc, &msg) };
+    }
     let Some(notice) = candidates.notice(check_status) else {
         return;
     };
     if !MIGRATION_NOTICE.swap(true, Ordering::Relaxed) {
         // SAFETY: the cycle's log.
         unsafe { log_at(NGX_LOG_NOTICE, cycle.log, &ConfLoc::default(), &notice) };
+    }
+}
+
+/// The `healthcheck_gate` upstreams (kept in the http main conf) against
+/// the upstreams with `check` of the contexts finished so far: a name no
+/// context checks fails the configuration once every context that could
+/// have it is known (the stream block, if any, may come after http).
+///
+/// # Safety
+/// `cf` is the configuration being finished; `mcf` is the main conf of
+/// `group` in it.
+unsafe fn gates(cf: *mut ngx_conf_t, group: Group, mcf: &mut MainConf) -> Result<(), ()> {
+    // SAFETY: per the contract.
+    let cycle = unsafe { &*(*cf).cycle };
+    let other = match group {
+        Group::Http => Group::Stream,
+        Group::Stream => Group::Http,
+    };
+    // SAFETY: the cycle being configured; NULL while a block is not parsed.
+    let other_conf = unsafe { crate::modules::main_conf::<MainConf>(cycle, other).as_mut() };
+    let (http, stream): (&mut MainConf, Option<&mut MainConf>) = match (group, other_conf) {
+        (Group::Http, s) => (mcf, s),
+        (Group::Stream, Some(h)) => (h, Some(mcf)),
+        // No http block yet: its gates are checked when it ends.
+        (Group::Stream, None) => return Ok(()),
+    };
+    // Every context known: the stream block is parsed, or nginx has no
+    // stream module to parse one.
+    let complete = stream.is_some() || crate::stream_link::stream_module().is_none();
+    let stream_checked: &[Vec<u8>] = stream.as_ref().map_or(&[], |s| &s.checked);
+    let http_checked = std::mem::take(&mut http.checked);
+    let mut failed = false;
+    http.gates.retain(|(name, loc)| {
+        let known = http_checked.contains(name) || stream_checked.contains(name);
+        if !known && complete {
+            let msg = format!(
+                "\"healthcheck_gate\" names upstream \"{}\", which is no http or stream \
+                 upstream with check",
+                String::from_utf8_lossy(name)
+            );
+            // SAFETY: valid log.
+            unsafe { log_at(NGX_LOG_EMERG, (*cf).log, loc, &msg) };
+            failed = true;
+        }
+        !known && !complete
+    });
+    http.checked = http_checked;
+    if failed {
+        Err(())
+    } else {
+        Ok(())
     }
 }

@@ -16,6 +16,7 @@ mod enforce;
 mod entry;
 mod ffi;
 mod finish;
+mod gate;
 mod hooks;
 mod match_block;
 mod modules;
@@ -130,7 +131,7 @@ const fn check_status(name: ngx::ffi::ngx_str_t) -> Directive {
 
 /// The module's directives, each said once: the http and stream tables are
 /// made from this list (docs/directives.md documents each).
-const DIRECTIVES: [Directive; 40] = {
+const DIRECTIVES: [Directive; 41] = {
     use core::mem::offset_of;
     use NGX_CONF_1MORE as MORE;
     use NGX_CONF_TAKE1 as ONE;
@@ -309,6 +310,15 @@ const DIRECTIVES: [Directive; 40] = {
                 ngx_string!("healthcheck_admin"),
                 NGX_CONF_NOARGS,
                 ngx_http_healthcheck_admin,
+            )
+        },
+        Directive {
+            place: Place::Location,
+            stream: false,
+            ..ups(
+                ngx_string!("healthcheck_gate"),
+                NGX_CONF_TAKE12,
+                ngx_http_healthcheck_gate,
             )
         },
         // In a server too, as Akvicor's module allows.
