@@ -56,7 +56,12 @@ unsafe fn handle(r: &mut ngx_http_request_t) -> ngx_int_t {
         // SAFETY: live request, static strings.
         return unsafe {
             add_header(r, "Allow", "GET, HEAD");
-            send(r, 405, TEXT, b"405 method not allowed: use GET or HEAD\n".to_vec())
+            send(
+                r,
+                405,
+                TEXT,
+                b"405 method not allowed: use GET or HEAD\n".to_vec(),
+            )
         };
     }
     // SAFETY: loc_conf holds one entry per http module; ours was made by

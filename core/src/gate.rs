@@ -61,8 +61,13 @@ pub fn parse_gate(args: &[&[u8]]) -> Result<GateConf, ConfError> {
                 Some(d) => (d, true),
                 None => (v, false),
             };
-            let n = (!digits.is_empty() && digits.len() <= 7 && digits.iter().all(u8::is_ascii_digit))
-                .then(|| digits.iter().fold(0u32, |n, &d| n * 10 + u32::from(d - b'0')));
+            let n =
+                (!digits.is_empty() && digits.len() <= 7 && digits.iter().all(u8::is_ascii_digit))
+                    .then(|| {
+                        digits
+                            .iter()
+                            .fold(0u32, |n, &d| n * 10 + u32::from(d - b'0'))
+                    });
             match (n, percent) {
                 (Some(p @ 1..=100), true) => Min::Percent(p as u8),
                 (_, true) => return Err(invalid(arg, "a share is from 1% to 100%")),
@@ -151,11 +156,17 @@ mod tests {
         let t = |peers, selectable| Tally { peers, selectable };
         assert_eq!(
             g.verdict(t(4, 3)),
-            (true, "ok: 3 of 4 peers of upstream \"web\" selectable, 2 needed\n".into())
+            (
+                true,
+                "ok: 3 of 4 peers of upstream \"web\" selectable, 2 needed\n".into()
+            )
         );
         assert_eq!(
             g.verdict(t(4, 1)),
-            (false, "unavailable: 1 of 4 peers of upstream \"web\" selectable, 2 needed\n".into())
+            (
+                false,
+                "unavailable: 1 of 4 peers of upstream \"web\" selectable, 2 needed\n".into()
+            )
         );
         assert!(!g.verdict(t(0, 0)).0);
         let half = gate(&["web", "min=50%"]).unwrap();

@@ -136,7 +136,8 @@ stream {{
         db.addr(),
         free_port()
     ));
-    let line = |w: &str, n| format!("{w}: {n} of 1 peers of upstream \"db\" selectable, 1 needed\n");
+    let line =
+        |w: &str, n| format!("{w}: {n} of 1 peers of upstream \"db\" selectable, 1 needed\n");
     wait_gate(port, "/db", 200, &line("ok", 1));
     db.set_mode(Mode::Refuse);
     wait_gate(port, "/db", 503, &line("unavailable", 0));
@@ -148,7 +149,10 @@ fn nginx_t_names_a_gate_whose_upstream_has_no_check() {
     // With a stream block every upstream is known when the configuration
     // ends: an unknown or unchecked name fails.
     for (name, ups) in [
-        ("nope", format!("upstream web {{ server {}; {CHECK} }}", b.addr())),
+        (
+            "nope",
+            format!("upstream web {{ server {}; {CHECK} }}", b.addr()),
+        ),
         ("web", format!("upstream web {{ server {}; }}", b.addr())),
     ] {
         let conf = format!(
