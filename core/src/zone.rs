@@ -97,8 +97,11 @@ pub struct Slot {
     pub duration_sum: AtomicU64,
     /// Duration of the last round, ms (saturating), 0 before the first.
     pub last_duration: AtomicU32,
-    /// The last HTTP status code seen (http checks), 0 = none.
-    pub http_status: AtomicU32,
+    /// The last status codes seen: the HTTP status in the low 16 bits
+    /// (0 = none), the `grpc-status` plus one in the high 16 bits (0 =
+    /// none; codes past 65534 are kept as 65534). One word, so that a
+    /// peer's slot stays within 256 bytes.
+    pub codes: AtomicU32,
     /// `admin::*` bits set by an operator.
     pub admin: AtomicU32,
     /// Consecutive proxied attempts nginx reported as failed (`passive_fall`).
@@ -107,15 +110,16 @@ pub struct Slot {
     pub fail_open: AtomicU32,
     /// TLS checks: rounds whose handshake resumed a session.
     pub tls_resumed: AtomicU32,
-    /// The last `grpc-status` a grpc check got, plus one; 0 = none.
-    pub grpc_status: AtomicU32,
     pub failures: [AtomicU32; REASONS],
     pub duration_buckets: [AtomicU32; DURATION_SLOTS],
 }
 
 /// Bytes of shared memory per checked peer.
 pub const SLOT_SIZE: usize = size_of::<Slot>();
-const _: () = assert!(SLOT_SIZE <= 256, "a peer's slot must stay within 256 bytes");
+// A peer costs its slot and a few bytes of the zone's other tables: the
+// slot stays within 248 so that a peer stays within 256 bytes
+// (docs/directives.md, check_shm_size).
+const _: () = assert!(SLOT_SIZE <= 248, "a peer's slot must stay within 248 bytes");
 
 /// Who holds a slot of the room for resolved addresses (the slot at the
 /// same position of that room).
@@ -227,11 +231,10 @@ macro_rules! state_fields {
             down_since,
             duration_sum,
             last_duration,
-            http_status,
+            codes,
             admin,
             fail_open,
-            tls_resumed,
-            grpc_status
+            tls_resumed
         )
     };
 }
@@ -361,7 +364,8 @@ impl Slot {
         self.last_duration
             .store(duration_ms.min(u64::from(u32::MAX)) as u32, r);
         if let Some(code) = http_status {
-            self.http_status.store(u32::from(code), r);
+            let codes = self.codes.load(r);
+            self.codes.store((codes & !0xffff) | u32::from(code), r);
         }
         self.rise.store(h.rise, r);
         self.fall.store(h.fall, r);
@@ -383,8 +387,10 @@ impl Slot {
     /// round gets another; `u32::MAX` is not stored).
     pub fn record_grpc_status(&self, code: u32) {
         let seq = self.write_begin();
-        self.grpc_status
-            .store(code.saturating_add(1), Ordering::Relaxed);
+        let r = Ordering::Relaxed;
+        let high = code.min(0xfffe) + 1;
+        self.codes
+            .store((self.codes.load(r) & 0xffff) | (high << 16), r);
         self.write_end(seq);
     }
 
@@ -504,9 +510,9 @@ impl Slot {
                 down_since: self.down_since.load(r),
                 duration_sum: self.duration_sum.load(r),
                 last_duration: self.last_duration.load(r),
-                http_status: self.http_status.load(r),
+                http_status: self.codes.load(r) & 0xffff,
                 tls_resumed: u64::from(self.tls_resumed.load(r)),
-                grpc_status: self.grpc_status.load(r),
+                grpc_status: self.codes.load(r) >> 16,
                 admin: self.admin.load(r),
                 fail_open: self.fail_open.load(r),
                 failures: core::array::from_fn(|i| u64::from(self.failures[i].load(r))),

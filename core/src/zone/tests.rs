@@ -346,3 +346,25 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn http_and_grpc_status_share_a_word_without_touching_each_other() {
+    let s = Slot::default();
+    s.init_new(1, false);
+    let snap = s.snapshot();
+    assert_eq!((snap.http_status(), snap.grpc_status()), (None, None));
+    s.record(RoundResult::Up { delay_ms: 1 }, 1, (1, 1), 0, Some(200));
+    s.record_grpc_status(14);
+    let snap = s.snapshot();
+    assert_eq!(
+        (snap.http_status(), snap.grpc_status()),
+        (Some(200), Some(14))
+    );
+    s.record(RoundResult::Down(Reason::Status), 1, (1, 1), 0, Some(503));
+    assert_eq!(s.snapshot().grpc_status(), Some(14));
+    s.record_grpc_status(0);
+    assert_eq!(s.snapshot().http_status(), Some(503));
+    assert_eq!(s.snapshot().grpc_status(), Some(0));
+    s.record_grpc_status(u32::MAX);
+    assert_eq!(s.snapshot().grpc_status(), Some(0xfffe));
+}
