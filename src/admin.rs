@@ -16,7 +16,10 @@ use ngx::ffi::{
     NGX_HTTP_POST, NGX_LOG_NOTICE, NGX_OK,
 };
 
+use core::sync::atomic::Ordering;
+
 use healthcheck_core::admin::{parse_admin_query, Action, AdminRequest, Select};
+use healthcheck_core::events::{By, State};
 use healthcheck_core::status::{json, Group};
 
 use crate::ffi::{self, guard, str_bytes, unix_ms};
@@ -194,6 +197,22 @@ fn apply(
                     Action::Down => "set down",
                     Action::Up => "set up",
                 };
+                if t.check.events.is_some() {
+                    let health = State::health(slot.up.load(Ordering::Relaxed) != 0);
+                    let states = match req.action {
+                        Action::Disable => (health, State::Disabled),
+                        Action::Enable => (State::Disabled, health),
+                        Action::Down => (State::Up, State::Down),
+                        Action::Up => (State::Down, State::Up),
+                    };
+                    let detail = format!("by client {client}");
+                    let names = (t.peer.name_bytes(), t.peer.server_bytes());
+                    let mut ev = t.check.event(Some(names), states, By::Admin);
+                    ev.reason = Some(req.action.as_str());
+                    ev.detail = Some(&detail);
+                    ev.checks = Some(slot.checks.load(Ordering::Relaxed));
+                    t.check.emit(zone, &ev);
+                }
                 ffi::log(
                     NGX_LOG_NOTICE,
                     log,

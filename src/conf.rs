@@ -18,7 +18,10 @@ use healthcheck_core::conf::{
 };
 use healthcheck_core::http::request::HttpRequest;
 use healthcheck_core::status::Group;
-use ngx::ffi::{ngx_command_t, ngx_conf_t, ngx_shm_zone_t, NGX_HTTP_MODULE, NGX_LOG_WARN};
+use ngx::ffi::{
+    ngx_command_t, ngx_conf_t, ngx_open_file_t, ngx_shm_zone_t, ngx_syslog_peer_t, NGX_HTTP_MODULE,
+    NGX_LOG_WARN,
+};
 
 use crate::directive::{one, run, Repeat, Setting};
 use crate::enforce::Wrapped;
@@ -46,6 +49,9 @@ pub struct MainConf {
     /// http: the `healthcheck_gate` upstreams no context has been seen to
     /// check yet, and where each was written (`crate::finish`).
     pub gates: Vec<(Vec<u8>, crate::ffi::ConfLoc)>,
+    /// `check_log` of the http or stream block (written into the block's
+    /// own `UpsConf`, copied here when the block is complete).
+    pub event_log: Option<EventSink>,
 }
 
 impl Default for MainConf {
@@ -59,6 +65,7 @@ impl Default for MainConf {
             check_status: false,
             checked: Vec::new(),
             gates: Vec::new(),
+            event_log: None,
         }
     }
 }
@@ -106,6 +113,8 @@ pub struct UpsConf {
     pub tls: crate::tls::TlsConf,
     /// `check_fail_open`.
     pub fail_open: Setting<FailOpen>,
+    /// `check_log` (in an upstream, or in the http or stream block).
+    pub event_log: Setting<EventSink>,
     /// The upstream's own `peer.init`, when the module wrapped it
     /// (`crate::selection`).
     pub wrapped: Option<Wrapped>,
@@ -113,6 +122,22 @@ pub struct UpsConf {
     /// `vnswrr` balancer's, which builds it in its `init_upstream` and
     /// alone knows its type (`crate::vnswrr`).
     pub balancer: Option<Box<dyn Any>>,
+}
+
+/// Where `check_log` writes, and how (docs/operations.md, Event log).
+#[derive(Clone, Copy, Debug)]
+pub struct EventSink {
+    pub to: SinkTo,
+    pub format: healthcheck_core::events::Format,
+}
+
+/// A file nginx opens (and reopens on `nginx -s reopen`), or a syslog
+/// server through nginx's syslog code; both made at configuration time
+/// and living as long as the cycle.
+#[derive(Clone, Copy, Debug)]
+pub enum SinkTo {
+    File(*mut ngx_open_file_t),
+    Syslog(*mut ngx_syslog_peer_t),
 }
 
 /// Per-location configuration of the http context.
@@ -208,6 +233,10 @@ setting_directives! {
     /// `check_state_file PATH;` in http or stream.
     ngx_upstream_check_state_file: MainConf, "check_state_file", state_file, Repeat::Refuse,
         |cf, args| state_file(cf, one("check_state_file", args)?);
+    /// `check_log PATH|syslog:... [json|text];` in http, stream or an
+    /// upstream.
+    ngx_upstream_check_log: UpsConf, "check_log", event_log, Repeat::Refuse,
+        |cf, args| event_sink(cf, args);
     /// `check_buffer_size SIZE;`
     ngx_upstream_check_buffer_size: UpsConf, "check_buffer_size", http.buffer_size,
         Repeat::Refuse,
@@ -329,6 +358,50 @@ pub unsafe extern "C" fn ngx_upstream_check_refused(
             Err(ConfError(cc::refused_directive(name)))
         })
     }
+}
+
+/// `check_log`'s file (nginx opens it with its other log files) or its
+/// syslog peer (nginx's syslog parameters, from the first argument).
+fn event_sink(cf: &ngx_conf_t, args: &[&[u8]]) -> Result<EventSink, ConfError> {
+    use healthcheck_core::events::{parse_directive, Target};
+    let (target, format) = parse_directive(args)?;
+    let to = match target {
+        Target::File(path) => {
+            // The argument lives in the configuration's pool, as long as
+            // the cycle; nginx keeps the name (joined to the prefix).
+            let mut name = ngx::ffi::ngx_str_t {
+                len: path.len(),
+                data: path.as_ptr().cast_mut(),
+            };
+            // SAFETY: the cycle being configured; nginx copies what it keeps.
+            let file = unsafe { ngx::ffi::ngx_conf_open_file(cf.cycle, &mut name) };
+            if file.is_null() {
+                return Err(ConfError(String::new()));
+            }
+            SinkTo::File(file)
+        }
+        Target::Syslog => {
+            // SAFETY: the configuration's pool; zeroed as nginx's own
+            // error_log handler allocates its syslog peer.
+            let peer = unsafe {
+                ngx::ffi::ngx_pcalloc(cf.pool, core::mem::size_of::<ngx_syslog_peer_t>())
+            }
+            .cast::<ngx_syslog_peer_t>();
+            if peer.is_null() {
+                return Err(ConfError(String::new()));
+            }
+            // SAFETY: nginx parses the directive's first argument
+            // (`syslog:...`) from `cf->args` and logs its own errors; it
+            // only reads `cf`.
+            let r =
+                unsafe { ngx::ffi::ngx_syslog_process_conf(ptr::from_ref(cf).cast_mut(), peer) };
+            if !r.is_null() {
+                return Err(ConfError(String::new()));
+            }
+            SinkTo::Syslog(peer)
+        }
+    };
+    Ok(EventSink { to, format })
 }
 
 /// `check_state_file`'s path, joined to the prefix; each context writes

@@ -96,6 +96,14 @@ unsafe fn init_main(cf: *mut ngx_conf_t, conf: *mut c_void, proto: Group) -> *mu
         let main_conf = unsafe { *(*cf).ctx.cast::<*mut *mut c_void>() };
         // SAFETY: see above.
         let ups = unsafe { upstream::of_context(proto, main_conf) };
+        // SAFETY: srv_conf is the second field of both conf ctx structs
+        // (asserted below): the block's own srv confs, where `check_log`
+        // written in the block itself went.
+        let block = unsafe {
+            crate::modules::srv_conf::<UpsConf>(*(*cf).ctx.cast::<*mut *mut c_void>().add(1), proto)
+                .as_ref()
+        };
+        mcf.event_log = block.and_then(|b| b.event_log.get().copied());
         // SAFETY: cf is the context being finished.
         unsafe { finish::context(cf, proto, mcf, &ups) }?;
         // SAFETY: as above; the rules between the directives held. Our
@@ -124,6 +132,9 @@ unsafe fn init_main(cf: *mut ngx_conf_t, conf: *mut c_void, proto: Group) -> *mu
 const _: () = {
     assert!(core::mem::offset_of!(ngx::ffi::ngx_http_conf_ctx_t, main_conf) == 0);
     assert!(core::mem::offset_of!(ngx::ffi::ngx_stream_conf_ctx_t, main_conf) == 0);
+    const PTR: usize = core::mem::size_of::<*mut c_void>();
+    assert!(core::mem::offset_of!(ngx::ffi::ngx_http_conf_ctx_t, srv_conf) == PTR);
+    assert!(core::mem::offset_of!(ngx::ffi::ngx_stream_conf_ctx_t, srv_conf) == PTR);
 };
 
 pub unsafe extern "C" fn ngx_http_upstream_check_init_main_conf(
@@ -294,6 +305,7 @@ pub unsafe extern "C" fn ngx_http_upstream_check_exit_process(cycle: *mut ngx_cy
     // SAFETY: nginx passes the running cycle.
     let log = unsafe { cycle.as_ref() }.map_or(ptr::null_mut(), |c| c.log);
     ffi::guard(log, "exit_process", (), || {
+        crate::events::flush();
         hooks::uninstall();
         process::exit(log);
     });

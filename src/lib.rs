@@ -14,6 +14,7 @@ mod conf;
 mod directive;
 mod enforce;
 mod entry;
+mod events;
 mod ffi;
 mod finish;
 mod gate;
@@ -72,6 +73,9 @@ enum Place {
     Upstream,
     /// The `http {}` and `stream {}` blocks.
     Main,
+    /// An upstream, or the `http {}` and `stream {}` blocks (stored in
+    /// the block's own srv conf, see `entry`).
+    MainOrUpstream,
     /// An http `location`.
     Location,
     /// An http `server` or `location` (the status pages).
@@ -131,7 +135,7 @@ const fn check_status(name: ngx::ffi::ngx_str_t) -> Directive {
 
 /// The module's directives, each said once: the http and stream tables are
 /// made from this list (docs/directives.md documents each).
-const DIRECTIVES: [Directive; 41] = {
+const DIRECTIVES: [Directive; 42] = {
     use core::mem::offset_of;
     use NGX_CONF_1MORE as MORE;
     use NGX_CONF_TAKE1 as ONE;
@@ -193,6 +197,14 @@ const DIRECTIVES: [Directive; 41] = {
             ONE,
             conf::ngx_upstream_check_http_send,
         ),
+        Directive {
+            place: Place::MainOrUpstream,
+            ..ups(
+                ngx_string!("check_log"),
+                NGX_CONF_TAKE12,
+                conf::ngx_upstream_check_log,
+            )
+        },
         ups(
             ngx_string!("check_keepalive_requests"),
             ONE,
@@ -394,6 +406,14 @@ const fn commands<const N: usize>(stream: bool) -> [ngx_command_t; N] {
             (Place::Upstream, false) => (NGX_HTTP_UPS_CONF, NGX_HTTP_SRV_CONF_OFFSET),
             (Place::Upstream, true) => (NGX_STREAM_UPS_CONF, NGX_STREAM_SRV_CONF_OFFSET),
             (Place::Main, false) => (NGX_HTTP_MAIN_CONF, NGX_HTTP_MAIN_CONF_OFFSET),
+            (Place::MainOrUpstream, false) => (
+                NGX_HTTP_MAIN_CONF | NGX_HTTP_UPS_CONF,
+                NGX_HTTP_SRV_CONF_OFFSET,
+            ),
+            (Place::MainOrUpstream, true) => (
+                NGX_STREAM_MAIN_CONF | NGX_STREAM_UPS_CONF,
+                NGX_STREAM_SRV_CONF_OFFSET,
+            ),
             (Place::Main, true) => (NGX_STREAM_MAIN_CONF, NGX_STREAM_MAIN_CONF_OFFSET),
             (Place::Location, _) => (NGX_HTTP_LOC_CONF, NGX_HTTP_LOC_CONF_OFFSET),
             (Place::ServerOrLocation, _) => (

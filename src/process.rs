@@ -219,7 +219,7 @@ unsafe fn build_worker(cycle: &ngx_cycle_t) -> Worker {
         // SAFETY: our zone (if any) was initialised by nginx.
         let zone = mcf.and_then(|m| unsafe { Zone::from_shm_zone(m.zone) });
         let matches = mcf.map_or(&[][..], |m| &m.matches.matches[..]);
-        let mut ctx = Context::new(group, zone, &ups, matches);
+        let mut ctx = Context::new(group, zone, &ups, matches, mcf.and_then(|m| m.event_log));
         ctx.state_file = mcf.and_then(|m| m.state_file.get().cloned());
         match group {
             Group::Http => w.http = ctx,

@@ -17,10 +17,12 @@
 
 use core::cell::RefCell;
 use core::ffi::c_void;
+use core::sync::atomic::Ordering::Relaxed;
 use core::sync::atomic::{AtomicUsize, Ordering};
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 
+use healthcheck_core::events::{By, State};
 use healthcheck_core::identity::resolved_identity;
 use healthcheck_core::room::{self, Claim};
 use ngx::ffi::{ngx_atomic_t, ngx_str_t, ngx_uint_t, sockaddr, socklen_t, NGX_LOG_WARN};
@@ -247,7 +249,7 @@ impl Resolved {
                     now,
                     quarantine,
                 );
-                Some((claims, freed.len()))
+                Some((claims, freed))
             });
             let Some((claims, freed)) = claimed else {
                 continue;
@@ -258,6 +260,19 @@ impl Resolved {
             // memory to another upstream of its zone, whose entry stays.)
             let v = &mut *view;
             let mine = i as u32;
+            let check = &r.check;
+            if check.events.is_some() {
+                for d in &v.targets[i] {
+                    let pos = d.target.index.wrapping_sub(start) as usize;
+                    if !freed.contains(&pos) {
+                        continue;
+                    }
+                    let up = zone
+                        .slot(d.target.index as usize)
+                        .is_some_and(|s| s.up.load(Relaxed) != 0);
+                    resolve_event(check, zone, &d.target, (State::health(up), State::Absent));
+                }
+            }
             for d in &v.targets[i] {
                 let peer = d.target.peer.peer as usize;
                 if v.by_peer.get(&peer).is_some_and(|e| e.0 == mine) {
@@ -269,7 +284,7 @@ impl Resolved {
             }
             let mut unchecked = Vec::new();
             let mut targets = Vec::with_capacity(made.len());
-            let mut fresh = freed > 0;
+            let mut fresh = !freed.is_empty();
             for (mut d, c) in made.drain(..).zip(&claims) {
                 fresh |= matches!(c, Claim::New(_));
                 let Some(pos) = c.position() else {
@@ -282,6 +297,10 @@ impl Resolved {
                     continue;
                 };
                 d.target.index = start + pos as u32;
+                if matches!(c, Claim::New(_)) && check.events.is_some() {
+                    let to = State::health(!conf.default_down);
+                    resolve_event(check, zone, &d.target, (State::Absent, to));
+                }
                 view.by_peer.insert(
                     d.target.peer.peer as usize,
                     (i as u32, targets.len() as u32),
@@ -450,4 +469,13 @@ impl Resolved {
             }
         }
     }
+}
+
+/// A resolved address added or removed, in `check_log` (written once: by
+/// the process whose claim or sweep under the zone's lock found it).
+fn resolve_event(check: &UpstreamCheck, zone: &Zone, t: &Target, states: (State, State)) {
+    let names = (t.peer.name_bytes(), t.peer.server_bytes());
+    let mut ev = check.event(Some(names), states, By::Resolve);
+    ev.checks = zone.slot(t.index as usize).map(|s| s.checks.load(Relaxed));
+    check.emit(zone, &ev);
 }

@@ -287,14 +287,14 @@ impl Job {
         let next = process::with(|w| self.copy_from(w, ctx, pos));
         match next {
             Some(Ok(phase)) => self.phase = phase,
-            Some(Err(generation)) => self.start_render(generation),
-            None => self.start_render(0),
+            Some(Err(zones)) => self.start_render(zones),
+            None => self.start_render((0, 0)),
         }
     }
 
     /// The copy step on the worker's state: the next phase, or `Err` with
-    /// the zones' generation once every slot is copied.
-    fn copy_from(&mut self, w: &Worker, ctx: usize, pos: usize) -> Result<Phase, u64> {
+    /// the zones. generation and dropped events once every slot is copied.
+    fn copy_from(&mut self, w: &Worker, ctx: usize, pos: usize) -> Result<Phase, (u64, u64)> {
         if self.rows.is_empty() {
             // One allocation, not a doubling copy of megabytes mid-page.
             self.rows
@@ -330,20 +330,25 @@ impl Job {
         if ctx == 0 {
             Ok(Phase::Copy(1, 0))
         } else {
-            Err([w.http.zone, w.stream.zone]
-                .iter()
-                .flatten()
-                .map(|z| z.header().generation.load(Ordering::Acquire))
-                .max()
-                .unwrap_or(0))
+            let zones = || [&w.http.zone, &w.stream.zone].into_iter().flatten();
+            Err((
+                zones()
+                    .map(|z| z.header().generation.load(Ordering::Acquire))
+                    .max()
+                    .unwrap_or(0),
+                zones()
+                    .map(|z| u64::from(z.header().dropped_events.load(Ordering::Relaxed)))
+                    .sum(),
+            ))
         }
     }
 
     /// Every slot is copied: write the head.
-    fn start_render(&mut self, generation: u64) {
+    fn start_render(&mut self, (generation, dropped_events): (u64, u64)) {
         let meta = Meta {
             generation,
             now_ms: unix_ms(),
+            dropped_events,
         };
         let mut counts = Counts::default();
         for r in &self.rows {

@@ -7,13 +7,15 @@ use core::cell::RefCell;
 use std::rc::Rc;
 
 use healthcheck_core::conf::{CheckConf, CheckType, FailOpen, StatusClasses, BUFFER_SIZE_DEFAULT};
+use healthcheck_core::events::{By, Event, State};
 use healthcheck_core::http::request::HttpRequest;
 use healthcheck_core::matcher::{MatchBlock, Test};
 use healthcheck_core::protocols::fastcgi;
 use healthcheck_core::reason::Reason;
+use healthcheck_core::status::Group;
 use ngx::ffi::{ngx_log_t, ngx_str_t, NGX_LOG_WARN};
 
-use crate::conf::HttpConf;
+use crate::conf::{EventSink, HttpConf};
 use crate::ffi::{self, str_bytes};
 use crate::match_block::CompiledMatch;
 use crate::regex::Compiled;
@@ -47,6 +49,10 @@ pub struct UpstreamCheck {
     pub grpc: Option<GrpcCheck>,
     /// `check_http_version 2`: the http rounds speak HTTP/2.
     pub http2: bool,
+    /// The context the upstream is in.
+    pub group: Group,
+    /// `check_log`: the upstream's, else its http or stream block's.
+    pub events: Option<EventSink>,
 }
 
 /// What a gRPC health check asks and accepts.
@@ -95,7 +101,12 @@ pub struct HttpCheck {
 impl UpstreamCheck {
     /// The check of upstream `u` (which has `check`), its configured
     /// peers at slots `first..`; `matches` are the context's blocks.
-    pub fn new(u: &UpstreamRef, first: u32, matches: &[Rc<CompiledMatch>]) -> Option<Self> {
+    pub fn new(
+        u: &UpstreamRef,
+        first: u32,
+        matches: &[Rc<CompiledMatch>],
+        (group, block_log): (Group, Option<EventSink>),
+    ) -> Option<Self> {
         let c = u.conf();
         let conf = c.check.get()?;
         let h = &c.http;
@@ -148,7 +159,38 @@ impl UpstreamCheck {
             }),
             http2: conf.check_type.is_http()
                 && h.http_version.get() == Some(&healthcheck_core::conf::HttpVersion::Http2),
+            group,
+            events: c.event_log.get().copied().or(block_log),
         })
+    }
+
+    /// A transition of the upstream (`peer` None) or of its peer `(name,
+    /// server)`, now; the caller adds reason, detail and checks.
+    pub fn event<'a>(
+        &'a self,
+        peer: Option<(&'a [u8], &'a [u8])>,
+        (from, to): (State, State),
+        by: By,
+    ) -> Event<'a> {
+        Event {
+            time_ms: ffi::unix_ms(),
+            upstream: self.upstream_bytes(),
+            upstream_type: self.group.as_str(),
+            peer,
+            from,
+            to,
+            by,
+            reason: None,
+            detail: None,
+            checks: None,
+        }
+    }
+
+    /// Write `ev` to the upstream's `check_log`, if it has one.
+    pub fn emit(&self, zone: &Zone, ev: &Event) {
+        if let Some(sink) = &self.events {
+            crate::events::emit(sink, zone, ev);
+        }
     }
 
     /// Whether the rounds speak HTTP/2 (grpc, or http with
@@ -232,6 +274,18 @@ impl UpstreamCheck {
             }
             zone.header().note_change();
             let name = String::from_utf8_lossy(self.upstream_bytes());
+            let detail = format!("weight {up} of {total} of its checked peers is up");
+            let mut ev = self.event(
+                None,
+                if want == 1 {
+                    (State::Enforced, State::FailOpen)
+                } else {
+                    (State::FailOpen, State::Enforced)
+                },
+                By::FailOpen,
+            );
+            ev.detail = Some(&detail);
+            self.emit(zone, &ev);
             ffi::log(
                 NGX_LOG_WARN,
                 log,

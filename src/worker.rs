@@ -7,9 +7,12 @@
 //! state needs no locks; `Cell` documents that single-threaded contract.
 
 use core::cell::Cell;
+use core::sync::atomic::Ordering;
 use std::rc::Rc;
 
+use healthcheck_core::events::{By, State};
 use healthcheck_core::ptrmap::PtrMap;
+use healthcheck_core::reason::Reason;
 use ngx::ffi::{
     ngx_atomic_t, ngx_log_t, ngx_rwlock_unlock, ngx_rwlock_wlock, ngx_uint_t, NGX_LOG_WARN,
 };
@@ -82,14 +85,18 @@ impl Context {
     /// Upstream and peer name of the target with slot `index`, static or
     /// resolved.
     pub fn target_name(&self, index: u32) -> Option<(String, String)> {
-        let name = |t: &Target| {
+        self.with_target(index, |t| {
             (
                 String::from_utf8_lossy(t.upstream_bytes()).into_owned(),
                 String::from_utf8_lossy(t.peer.name_bytes()).into_owned(),
             )
-        };
+        })
+    }
+
+    /// `f` of the target with slot `index`, static or resolved.
+    pub fn with_target<R>(&self, index: u32, f: impl FnOnce(&Target) -> R) -> Option<R> {
         if let Some(t) = self.targets.get(index as usize) {
-            return Some(name(t));
+            return Some(f(t));
         }
         let view = self.resolved.view.try_borrow().ok()?;
         let found = view
@@ -97,7 +104,7 @@ impl Context {
             .iter()
             .flatten()
             .find(|d| d.target.index == index)
-            .map(|d| name(&d.target));
+            .map(|d| f(&d.target));
         found
     }
 
@@ -107,6 +114,7 @@ impl Context {
         zone: Option<Zone>,
         upstreams: &[UpstreamRef],
         matches: &[Rc<CompiledMatch>],
+        block_log: Option<crate::conf::EventSink>,
     ) -> Self {
         let mut targets = Vec::new();
         let mut sels = Vec::new();
@@ -115,7 +123,7 @@ impl Context {
         let mut list_values = Vec::new();
         for u in upstreams {
             let base = targets.len() as u32;
-            let Some(check) = UpstreamCheck::new(u, base, matches) else {
+            let Some(check) = UpstreamCheck::new(u, base, matches, (group, block_log)) else {
                 continue;
             };
             let check = Rc::new(check);
@@ -275,6 +283,19 @@ impl Context {
             return;
         }
         zone.header().note_change();
+        if sel.check.events.is_some() {
+            self.with_target(index, |t| {
+                let detail = format!("{fall} failed proxied attempts (passive_fall={fall})");
+                let names = (t.peer.name_bytes(), t.peer.server_bytes());
+                let mut ev = t
+                    .check
+                    .event(Some(names), (State::Up, State::Down), By::Passive);
+                ev.reason = Some(Reason::Passive.name());
+                ev.detail = Some(&detail);
+                ev.checks = Some(slot.checks.load(Ordering::Relaxed));
+                t.check.emit(zone, &ev);
+            });
+        }
         if let Some(t) = self.target_name(index) {
             ffi::log(
                 NGX_LOG_WARN,

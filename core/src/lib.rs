@@ -3,6 +3,7 @@
 #![forbid(unsafe_code)]
 pub mod admin;
 pub mod conf;
+pub mod events;
 pub mod gate;
 pub mod grpc;
 pub mod h2;

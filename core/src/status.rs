@@ -39,7 +39,7 @@ pub mod csv;
 pub mod html;
 pub mod json;
 pub mod prom;
-mod text;
+pub(crate) mod text;
 
 pub use render::Renderer;
 
@@ -433,6 +433,8 @@ pub struct Meta {
     pub generation: u64,
     /// Unix ms of the snapshot (HTML shows it and the "for 3m 12s" ages).
     pub now_ms: u64,
+    /// `check_log` lines not written, both zones (JSON's `dropped_events`).
+    pub dropped_events: u64,
 }
 
 /// Append the whole response body to `out` (HTML without auto-refresh).

@@ -32,7 +32,9 @@ pub struct Header {
     pub nslots: u32,
     /// Slots of configured peers, one per peer in configuration order.
     pub nstatic: u32,
-    pub _pad: u32,
+    /// `check_log` lines not written (a full disk, a syslog server gone):
+    /// the status page's `dropped_events`.
+    pub dropped_events: AtomicU32,
     /// Configuration loads that created this zone's lineage: 1 at start.
     pub generation: AtomicU64,
     /// Bumped after every change of a peer's health or admin state: a
@@ -46,6 +48,12 @@ impl Header {
     #[inline]
     pub fn note_change(&self) {
         self.changes.fetch_add(1, Ordering::Release);
+    }
+
+    /// Count a `check_log` line that could not be written.
+    #[inline]
+    pub fn drop_event(&self) {
+        self.dropped_events.fetch_add(1, Ordering::Relaxed);
     }
 
     /// The change counter, to compare with the value last applied.

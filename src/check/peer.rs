@@ -19,6 +19,8 @@ pub struct Peer {
     /// name lives in nginx's zone only while nginx has the address).
     pub name: ngx_str_t,
     name_buf: Box<[u8]>,
+    /// The `server` line (the probe's copy, as the name).
+    server_buf: Box<[u8]>,
     pub upstream: ngx_str_t,
     pub proto: Group,
     /// Slot index in the zone.
@@ -45,6 +47,7 @@ impl Peer {
                 data: name_buf.as_ptr().cast_mut(),
             },
             name_buf,
+            server_buf: t.peer.server_bytes().into(),
             upstream: t.upstream,
             proto,
             index: t.index,
@@ -70,6 +73,11 @@ impl Peer {
 
     pub fn name(&self) -> String {
         String::from_utf8_lossy(&self.name_buf).into_owned()
+    }
+
+    /// The name and the `server` line, as the event log names a peer.
+    pub fn names(&self) -> (&[u8], &[u8]) {
+        (&self.name_buf, &self.server_buf)
     }
 
     pub fn upstream_name(&self) -> String {

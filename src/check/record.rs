@@ -3,6 +3,7 @@
 
 use core::sync::atomic::{AtomicU64, Ordering};
 
+use healthcheck_core::events::{By, State};
 use healthcheck_core::health::Transition;
 use healthcheck_core::reason::Reason;
 use healthcheck_core::zone::{Flip, RoundResult};
@@ -78,6 +79,11 @@ fn log_flip(p: &Probe, flip: Flip, result: RoundResult) {
                 (RoundResult::Down(r), _) => r.describe().to_string(),
                 (RoundResult::Up { .. }, _) => "failed".to_string(),
             };
+            let code = match result {
+                RoundResult::Down(r) => r.name(),
+                RoundResult::Up { .. } => "failed",
+            };
+            event(p, (State::Up, State::Down), Some(code), Some(&reason));
             ffi::log(
                 NGX_LOG_WARN,
                 p.log(),
@@ -87,15 +93,31 @@ fn log_flip(p: &Probe, flip: Flip, result: RoundResult) {
                 ),
             )
         }
-        Transition::WentUp => ffi::log(
-            NGX_LOG_NOTICE,
-            p.log(),
-            format_args!(
-                "upstream {ups} peer {name} is up after {} successes ({proto} {check} check)",
-                flip.health.rise,
-            ),
-        ),
+        Transition::WentUp => {
+            event(p, (State::Down, State::Up), None, None);
+            ffi::log(
+                NGX_LOG_NOTICE,
+                p.log(),
+                format_args!(
+                    "upstream {ups} peer {name} is up after {} successes ({proto} {check} check)",
+                    flip.health.rise,
+                ),
+            )
+        }
     }
+}
+
+/// The transition in `check_log`.
+fn event(p: &Probe, states: (State, State), reason: Option<&str>, detail: Option<&str>) {
+    let check = p.check();
+    if check.events.is_none() {
+        return;
+    }
+    let mut ev = check.event(Some(p.peer().names()), states, By::Check);
+    ev.reason = reason;
+    ev.detail = detail;
+    ev.checks = p.slot().map(|s| s.checks.load(Ordering::Relaxed));
+    check.emit(p.zone(), &ev);
 }
 
 /// Local errors are logged at most once per 10 s per worker.

@@ -4,7 +4,7 @@
 pub(super) const REPLACEMENT: &[u8] = "\u{fffd}".as_bytes();
 
 /// Append `v` in decimal.
-pub(super) fn push_u64(out: &mut Vec<u8>, mut v: u64) {
+pub(crate) fn push_u64(out: &mut Vec<u8>, mut v: u64) {
     let mut buf = [0u8; 20];
     let mut i = buf.len();
     loop {

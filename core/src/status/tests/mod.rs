@@ -47,6 +47,7 @@ fn row<'a>(group: Group, index: u32, upstream: &'a [u8], name: &'a [u8], up: boo
 const META: Meta = Meta {
     generation: 3,
     now_ms: 1_700_000_192_123,
+    dropped_events: 0,
 };
 
 /// http: web/127.0.0.1:8081 up, web/127.0.0.1:8082 down;
