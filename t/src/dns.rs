@@ -79,6 +79,9 @@ pub struct Dns {
     port: u16,
     child: Option<Child>,
     names: BTreeMap<String, Vec<Ipv4Addr>>,
+    /// SRV records by owner name (`_http._tcp.backend.test`): target,
+    /// port, priority, weight ([`Dns::set_srv`]).
+    srv: BTreeMap<String, Vec<(String, u16, u16, u16)>>,
 }
 
 fn dnsmasq_bin() -> PathBuf {
@@ -106,6 +109,7 @@ impl Dns {
             port: 0,
             child: None,
             names: BTreeMap::new(),
+            srv: BTreeMap::new(),
         };
         dns.write_hosts();
         let mut errors = Vec::new();
@@ -171,6 +175,27 @@ impl Dns {
             for name in &names {
                 self.wait_answer(name);
             }
+        }
+    }
+
+    /// Answer SRV queries for `owner` (`_SERVICE._PROTO.NAME`) with
+    /// `records` (target, port, priority, weight; none: no SRV record).
+    /// dnsmasq takes SRV records from its command line only, so it is
+    /// restarted on the same port (queries in between go unanswered for a
+    /// moment; nginx keeps what it had); returns once it answers again.
+    pub fn set_srv(&mut self, owner: &str, records: &[(&str, u16, u16, u16)]) {
+        let owner = owner.to_ascii_lowercase();
+        if records.is_empty() {
+            self.srv.remove(&owner);
+        } else {
+            let recs = records
+                .iter()
+                .map(|&(t, port, prio, weight)| (t.to_ascii_lowercase(), port, prio, weight))
+                .collect();
+            self.srv.insert(owner, recs);
+        }
+        if self.child.is_some() {
+            self.restart();
         }
     }
 
@@ -274,6 +299,13 @@ impl Dns {
             "--log-queries".into(),
             "--conf-file=/dev/null".into(),
         ]);
+        for (owner, recs) in &self.srv {
+            for (target, port, prio, weight) in recs {
+                cmd.arg(format!(
+                    "--srv-host={owner},{target},{port},{prio},{weight}"
+                ));
+            }
+        }
         // As root dnsmasq drops to `nobody`/`dip`, which may not exist
         // here; it needs no privilege after binding anyway.
         // SAFETY: geteuid(2) has no preconditions.
