@@ -275,14 +275,24 @@ impl H2 {
         // the rest of the response is read (no RST_STREAM, no late frames
         // to meet while idle), else the stream is cancelled now.
         if self.up.is_none() && !closed && cx.keep && matches!(self.mode, Mode::Http { .. }) {
-            let resp = resp.clone();
-            return match self.verdict(&resp, cx) {
+            // Judged where it is: the client is set aside meanwhile.
+            let client = self.client.take();
+            let step = match client.as_ref().and_then(|c| c.response(id)) {
+                Some(resp) => self.verdict(resp, cx),
+                None => Step::Done(Outcome::Down(Reason::Invalid)),
+            };
+            self.client = client;
+            return match step {
                 Step::Done(Outcome::Up { delay_ms }) => {
                     self.up = Some(delay_ms);
                     None
                 }
                 down => {
-                    self.take_stream(id);
+                    if let Some(resp) = self.take_stream(id) {
+                        if let Some(c) = self.client.as_mut() {
+                            c.recycle(resp);
+                        }
+                    }
                     Some(down)
                 }
             };
@@ -295,6 +305,9 @@ impl H2 {
             Some(delay_ms) => Step::Done(Outcome::Up { delay_ms }),
             None => self.verdict(&resp, cx),
         };
+        if let Some(c) = self.client.as_mut() {
+            c.recycle(resp);
+        }
         if let Some(end) = self.flush(cx) {
             return Some(end);
         }

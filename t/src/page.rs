@@ -194,8 +194,20 @@ pub fn parse_json(body: &str, what: &str) -> Page {
     keys.sort_unstable();
     assert_eq!(
         keys,
-        ["down", "generation", "http", "stream", "total", "up"],
+        [
+            "down",
+            "dropped_events",
+            "generation",
+            "http",
+            "stream",
+            "total",
+            "up"
+        ],
         "{what}"
+    );
+    assert!(
+        servers["dropped_events"].is_u64(),
+        "{what}: dropped_events is a count"
     );
     let num = |k: &str| {
         v["servers"][k]

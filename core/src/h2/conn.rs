@@ -260,6 +260,106 @@ struct Conn {
     control: u32,
     error: Option<ProtocolError>,
     events: u8,
+    /// Allocations of finished rounds, for the next ones.
+    spare: Spare,
+}
+
+/// What the responses of finished streams give back (their fields, field
+/// lists and buffers), so that a kept connection's rounds decode without
+/// allocating. At most [`SPARE_BYTES`] of capacity is kept. Its `Debug`
+/// shows counts only: capacities depend on how the input was split.
+#[derive(Clone, Default)]
+struct Spare {
+    fields: Vec<Field>,
+    lists: Vec<Vec<Field>>,
+    bufs: Vec<Vec<u8>>,
+    /// The capacity held in the three.
+    bytes: usize,
+}
+
+impl core::fmt::Debug for Spare {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(
+            f,
+            "Spare({} fields, {} lists, {} buffers)",
+            self.fields.len(),
+            self.lists.len(),
+            self.bufs.len()
+        )
+    }
+}
+
+/// The most capacity kept for later rounds (a round's response of nginx
+/// or a gRPC server holds well under 1 KB).
+const SPARE_BYTES: usize = 4 * 1024;
+/// Bookkeeping charged per kept field or list.
+const SPARE_ENTRY: usize = 48;
+
+impl Spare {
+    fn field(&mut self, n: &[u8], v: &[u8]) -> Field {
+        let (mut name, mut value) = match self.fields.pop() {
+            Some(f) => {
+                self.bytes -= f.0.capacity() + f.1.capacity() + SPARE_ENTRY;
+                f
+            }
+            None => Field::default(),
+        };
+        name.clear();
+        name.extend_from_slice(n);
+        value.clear();
+        value.extend_from_slice(v);
+        (name, value)
+    }
+
+    fn list(&mut self) -> Vec<Field> {
+        match self.lists.pop() {
+            Some(l) => {
+                self.bytes -= l.capacity() * SPARE_ENTRY + SPARE_ENTRY;
+                l
+            }
+            None => Vec::new(),
+        }
+    }
+
+    fn buf(&mut self) -> Vec<u8> {
+        match self.bufs.pop() {
+            Some(mut b) => {
+                self.bytes -= b.capacity();
+                b.clear();
+                b
+            }
+            None => Vec::new(),
+        }
+    }
+
+    fn room(&mut self, size: usize) -> bool {
+        if self.bytes + size > SPARE_BYTES {
+            return false;
+        }
+        self.bytes += size;
+        true
+    }
+
+    fn keep_field(&mut self, f: Field) {
+        if self.room(f.0.capacity() + f.1.capacity() + SPARE_ENTRY) {
+            self.fields.push(f);
+        }
+    }
+
+    fn keep_list(&mut self, mut list: Vec<Field>) {
+        for f in list.drain(..) {
+            self.keep_field(f);
+        }
+        if list.capacity() > 0 && self.room(list.capacity() * SPARE_ENTRY + SPARE_ENTRY) {
+            self.lists.push(list);
+        }
+    }
+
+    fn keep_buf(&mut self, b: Vec<u8>) {
+        if b.capacity() > 0 && self.room(b.capacity()) {
+            self.bufs.push(b);
+        }
+    }
 }
 
 impl Client {
@@ -298,6 +398,7 @@ impl Client {
                 control: 0,
                 error: None,
                 events: 0,
+                spare: Spare::default(),
             },
         }
     }
@@ -487,11 +588,18 @@ impl Client {
             send_window: i64::from(c.peer.initial_window),
             recv_window: i64::from(c.limits.initial_window),
             uncredited: 0,
-            body: body.to_vec(),
+            body: {
+                let mut b = c.spare.buf();
+                b.extend_from_slice(body);
+                b
+            },
             sent: 0,
             end_sent: body.is_empty(),
             phase: Phase::Head,
-            resp: Response::default(),
+            resp: Response {
+                body: c.spare.buf(),
+                ..Response::default()
+            },
             events: 0,
             data_unreported: 0,
         });
@@ -524,7 +632,17 @@ impl Client {
             frame::put_rst_stream(&mut c.out, id, code::CANCEL);
             c.remember_reset(id);
         }
+        c.spare.keep_buf(s.body);
         Some(s.resp)
+    }
+
+    /// Gives back a response taken with [`Client::take_response`] once it
+    /// is judged: its allocations serve the next rounds of the connection.
+    pub fn recycle(&mut self, resp: Response) {
+        let spare = &mut self.c.spare;
+        spare.keep_list(resp.headers);
+        spare.keep_list(resp.trailers);
+        spare.keep_buf(resp.body);
     }
 
     /// Makes the next stream id `id` (tests of stream-id exhaustion).
@@ -556,6 +674,7 @@ impl Client {
                 .map(|s| s.resp.heap_bytes() + s.body.capacity() + std::mem::size_of::<Stream>())
                 .sum::<usize>()
             + c.goaway.as_ref().map_or(0, |g| g.debug.capacity())
+            + c.spare.bytes
     }
 }
 

@@ -169,11 +169,14 @@ impl std::fmt::Display for HpackError {
 /// name then value.
 #[derive(Clone, Debug, Default)]
 struct Table {
-    entries: VecDeque<(Box<[u8]>, usize)>,
+    entries: VecDeque<(Vec<u8>, usize)>,
     /// The RFC size of the entries (lengths + 32 each).
     size: usize,
     /// The current maximum size (the last size update, or the cap).
     max: usize,
+    /// The last evicted entry's storage, for the next insert (a server
+    /// that indexes `date` every response replaces one entry a round).
+    free: Vec<u8>,
 }
 
 impl Table {
@@ -184,7 +187,12 @@ impl Table {
     fn evict_to(&mut self, max: usize) {
         while self.size > max {
             match self.entries.pop_back() {
-                Some((b, _)) => self.size -= b.len() + ENTRY_OVERHEAD,
+                Some((b, _)) => {
+                    self.size -= b.len() + ENTRY_OVERHEAD;
+                    if b.capacity() <= FREE_KEPT {
+                        self.free = b;
+                    }
+                }
                 None => self.size = 0,
             }
         }
@@ -199,13 +207,21 @@ impl Table {
             return;
         }
         self.evict_to(self.max - size);
-        let mut b = Vec::with_capacity(name.len() + value.len());
+        let mut b = core::mem::take(&mut self.free);
+        b.clear();
+        b.reserve_exact(name.len() + value.len());
         b.extend_from_slice(name);
         b.extend_from_slice(value);
-        self.entries.push_front((b.into_boxed_slice(), name.len()));
+        self.entries.push_front((b, name.len()));
         self.size += size;
     }
 }
+
+/// The most capacity an evicted entry's storage keeps for the next.
+const FREE_KEPT: usize = 1024;
+
+/// The most capacity a scratch buffer keeps from one block to the next.
+const SCRATCH_KEPT: usize = 4096;
 
 /// The decoder of one connection's header blocks.
 #[derive(Clone, Debug)]
@@ -213,6 +229,9 @@ pub struct Decoder {
     table: Table,
     /// Our `SETTINGS_HEADER_TABLE_SIZE`: no size update may pass it.
     cap: usize,
+    /// A literal's name and value as decoded, kept from block to block
+    /// (a kept connection decodes every round's block into them).
+    scratch: (Vec<u8>, Vec<u8>),
 }
 
 impl Decoder {
@@ -226,6 +245,7 @@ impl Decoder {
                 ..Table::default()
             },
             cap,
+            scratch: (Vec::new(), Vec::new()),
         }
     }
 
@@ -252,7 +272,13 @@ impl Decoder {
 
     /// The heap bytes the table holds (payload and bookkeeping), roughly.
     pub fn heap_bytes(&self) -> usize {
-        self.table.size + self.table.entries.capacity() * std::mem::size_of::<(Box<[u8]>, usize)>()
+        self.table
+            .entries
+            .iter()
+            .map(|(b, _)| b.capacity())
+            .sum::<usize>()
+            + self.table.free.capacity()
+            + self.table.entries.capacity() * std::mem::size_of::<(Vec<u8>, usize)>()
     }
 
     /// Decodes one complete header block (HEADERS and its CONTINUATIONs
@@ -265,13 +291,28 @@ impl Decoder {
         &mut self,
         block: &[u8],
         max_list: usize,
+        field: impl FnMut(&[u8], &[u8]),
+    ) -> Result<(), HpackError> {
+        let (mut name_buf, mut value_buf) = core::mem::take(&mut self.scratch);
+        let r = self.decode_with(block, max_list, field, &mut name_buf, &mut value_buf);
+        // What a hostile block grew them to is not kept.
+        if name_buf.capacity() <= SCRATCH_KEPT && value_buf.capacity() <= SCRATCH_KEPT {
+            self.scratch = (name_buf, value_buf);
+        }
+        r
+    }
+
+    fn decode_with(
+        &mut self,
+        block: &[u8],
+        max_list: usize,
         mut field: impl FnMut(&[u8], &[u8]),
+        name_buf: &mut Vec<u8>,
+        value_buf: &mut Vec<u8>,
     ) -> Result<(), HpackError> {
         let mut r = Reader { buf: block, at: 0 };
         let mut list = 0usize;
         let mut fields_seen = false;
-        let mut name_buf = Vec::new();
-        let mut value_buf = Vec::new();
         let add = |list: &mut usize, n: &[u8], v: &[u8]| {
             *list = list.saturating_add(n.len() + v.len() + ENTRY_OVERHEAD);
             if *list > max_list {
@@ -309,16 +350,16 @@ impl Decoder {
                 let i = r.int(if indexing { 6 } else { 4 })?;
                 name_buf.clear();
                 if i == 0 {
-                    r.string(&mut name_buf, max_list)?;
+                    r.string(name_buf, max_list)?;
                 } else {
                     name_buf.extend_from_slice(self.lookup(i)?.0);
                 }
                 value_buf.clear();
-                r.string(&mut value_buf, max_list)?;
-                add(&mut list, &name_buf, &value_buf)?;
-                field(&name_buf, &value_buf);
+                r.string(value_buf, max_list)?;
+                add(&mut list, name_buf, value_buf)?;
+                field(name_buf, value_buf);
                 if indexing {
-                    self.table.insert(&name_buf, &value_buf);
+                    self.table.insert(name_buf, value_buf);
                 }
                 fields_seen = true;
             }

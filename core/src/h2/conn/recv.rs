@@ -61,7 +61,7 @@ impl Conn {
                 self.block = Some(Block {
                     stream,
                     end_stream,
-                    buf: Vec::new(),
+                    buf: self.spare.buf(),
                     continuations: 0,
                 });
                 self.fragment(block, end_headers)
@@ -294,14 +294,18 @@ impl Conn {
             return Ok(());
         };
         let max = self.limits.max_header_list_bytes;
-        let mut fields: Vec<Field> = Vec::new();
-        self.hpack
-            .decode(&b.buf, max, |n, v| fields.push((n.to_vec(), v.to_vec())))
-            .map_err(ProtocolError::Hpack)?;
+        let mut fields: Vec<Field> = self.spare.list();
+        let spare = &mut self.spare;
+        let decoded = self
+            .hpack
+            .decode(&b.buf, max, |n, v| fields.push(spare.field(n, v)));
+        self.spare.keep_buf(b.buf);
+        decoded.map_err(ProtocolError::Hpack)?;
         let stream = b.stream;
         let Some(s) = self.streams.iter_mut().find(|s| s.id == stream) else {
             // Reset by us (or taken while the block was open): decoded
             // only to keep the HPACK table in step.
+            self.spare.keep_list(fields);
             return Ok(());
         };
         let bad = |what| ProtocolError::Malformed { stream, what };
@@ -319,9 +323,17 @@ impl Conn {
                     if s.resp.interim > MAX_INTERIM {
                         return Err(bad("too many 1xx responses"));
                     }
+                    self.spare.keep_list(fields);
                     return Ok(());
                 }
-                fields.retain(|(n, _)| n.first() != Some(&b':'));
+                // The pseudo-headers lead (check_fields): theirs go back.
+                let pseudo = fields
+                    .iter()
+                    .take_while(|(n, _)| n.first() == Some(&b':'))
+                    .count();
+                for f in fields.drain(..pseudo) {
+                    self.spare.keep_field(f);
+                }
                 s.resp.status = Some(status);
                 s.resp.headers = fields;
                 s.phase = Phase::Body;

@@ -531,3 +531,40 @@ fn requests_split_into_continuations() {
     assert_eq!(out[..2], ["HEADERS 1 END_STREAM", "CONTINUATION"]);
     assert!(out[2].ends_with(&"b".repeat(100)));
 }
+
+#[test]
+fn recycled_responses_serve_the_next_rounds_alike_and_bounded() {
+    let mut c = ready(Limits::default());
+    let mut first = None;
+    let mut heap = Vec::new();
+    for round in 0..100u32 {
+        c.begin_round();
+        let id = c.open_stream(&get(), b"").unwrap();
+        assert_eq!(id, 2 * round + 1);
+        drain(&mut c);
+        let mut input = headers(
+            id,
+            &[
+                (":status", "200"),
+                ("content-type", "text/plain"),
+                ("server", "nginx"),
+            ],
+            false,
+        );
+        input.extend(data(id, b"ok", false));
+        input.extend(headers(id, &[("x-trailer", "t")], true));
+        feed(&mut c, &input).unwrap();
+        events(&mut c);
+        let r = c.take_response(id).unwrap();
+        // The same response each round, whatever the buffers served before.
+        let shown = format!(
+            "{:?} {:?} {:?} {:?}",
+            r.status, r.headers, r.body, r.trailers
+        );
+        assert_eq!(first.get_or_insert_with(|| shown.clone()), &shown);
+        c.recycle(r);
+        heap.push(c.heap_bytes());
+    }
+    // Nothing grows with the rounds once the spares are in use.
+    assert_eq!(heap[10..].iter().max(), heap[10..].iter().min(), "{heap:?}");
+}
