@@ -274,18 +274,20 @@ impl UpstreamCheck {
             }
             zone.header().note_change();
             let name = String::from_utf8_lossy(self.upstream_bytes());
-            let detail = format!("weight {up} of {total} of its checked peers is up");
-            let mut ev = self.event(
-                None,
-                if want == 1 {
-                    (State::Enforced, State::FailOpen)
-                } else {
-                    (State::FailOpen, State::Enforced)
-                },
-                By::FailOpen,
-            );
-            ev.detail = Some(&detail);
-            self.emit(zone, &ev);
+            if self.events.is_some() {
+                let detail = format!("weight {up} of {total} of its checked peers is up");
+                let mut ev = self.event(
+                    None,
+                    if want == 1 {
+                        (State::Enforced, State::FailOpen)
+                    } else {
+                        (State::FailOpen, State::Enforced)
+                    },
+                    By::FailOpen,
+                );
+                ev.detail = Some(&detail);
+                self.emit(zone, &ev);
+            }
             ffi::log(
                 NGX_LOG_WARN,
                 log,
