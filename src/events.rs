@@ -112,10 +112,10 @@ fn queue(
     // posted queue of the running process (the event is unlinked by nginx
     // before its handler runs).
     unsafe {
-        if (*ev).handler.is_none() {
-            (*ev).handler = Some(flush_handler);
-            (*ev).log = ffi::cycle_log();
-        }
+        (*ev).handler = Some(flush_handler);
+        // The running cycle's log (a single process reloaded in place has a
+        // new one).
+        (*ev).log = ffi::cycle_log();
         ngx_post_event(ev, ptr::addr_of_mut!(ngx_posted_events));
     }
 }
