@@ -38,7 +38,7 @@ hc_full_version() {
 # top directory.
 hc_tarball_version() {
     { tar -xOf "$1" --wildcards '*/src/core/nginx.h' 2>/dev/null || true; } \
-        | sed -n 's/^#define NGINX_VERSION *"\(.*\)"$/\1/p' | head -n 1
+        | sed -n 's/^#define NGINX_VERSION *"\(.*\)"$/\1/p' | sed -n 1p
 }
 
 hc_layout() {
