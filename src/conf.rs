@@ -52,6 +52,8 @@ pub struct MainConf {
     /// `check_log` of the http or stream block (written into the block's
     /// own `UpsConf`, copied here when the block is complete).
     pub event_log: Option<EventSink>,
+    /// `check_max_inflight` of the http or stream block (as `event_log`).
+    pub max_inflight: Option<u32>,
 }
 
 impl Default for MainConf {
@@ -66,6 +68,7 @@ impl Default for MainConf {
             checked: Vec::new(),
             gates: Vec::new(),
             event_log: None,
+            max_inflight: None,
         }
     }
 }
@@ -115,6 +118,8 @@ pub struct UpsConf {
     pub fail_open: Setting<FailOpen>,
     /// `check_log` (in an upstream, or in the http or stream block).
     pub event_log: Setting<EventSink>,
+    /// `check_max_inflight` (in an upstream, or in the http or stream block).
+    pub max_inflight: Setting<u32>,
     /// The upstream's own `peer.init`, when the module wrapped it
     /// (`crate::selection`).
     pub wrapped: Option<Wrapped>,
@@ -237,6 +242,10 @@ setting_directives! {
     /// upstream.
     ngx_upstream_check_log: UpsConf, "check_log", event_log, Repeat::Refuse,
         |cf, args| event_sink(cf, args);
+    /// `check_max_inflight N;` in http, stream or an upstream.
+    ngx_upstream_check_max_inflight: UpsConf, "check_max_inflight", max_inflight,
+        Repeat::Refuse,
+        |_cf, args| cc::parse_max_inflight(one("check_max_inflight", args)?);
     /// `check_buffer_size SIZE;`
     ngx_upstream_check_buffer_size: UpsConf, "check_buffer_size", http.buffer_size,
         Repeat::Refuse,

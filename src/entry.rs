@@ -104,6 +104,7 @@ unsafe fn init_main(cf: *mut ngx_conf_t, conf: *mut c_void, proto: Group) -> *mu
                 .as_ref()
         };
         mcf.event_log = block.and_then(|b| b.event_log.get().copied());
+        mcf.max_inflight = block.and_then(|b| b.max_inflight.get().copied());
         // SAFETY: cf is the context being finished.
         unsafe { finish::context(cf, proto, mcf, &ups) }?;
         // SAFETY: as above; the rules between the directives held. Our

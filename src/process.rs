@@ -221,6 +221,9 @@ unsafe fn build_worker(cycle: &ngx_cycle_t) -> Worker {
         let matches = mcf.map_or(&[][..], |m| &m.matches.matches[..]);
         let mut ctx = Context::new(group, zone, &ups, matches, mcf.and_then(|m| m.event_log));
         ctx.state_file = mcf.and_then(|m| m.state_file.get().cloned());
+        if let Some(n) = mcf.and_then(|m| m.max_inflight) {
+            ctx.max_inflight = n;
+        }
         match group {
             Group::Http => w.http = ctx,
             Group::Stream => w.stream = ctx,

@@ -53,6 +53,8 @@ pub struct UpstreamCheck {
     pub group: Group,
     /// `check_log`: the upstream's, else its http or stream block's.
     pub events: Option<EventSink>,
+    /// The upstream's own `check_max_inflight` (without: its block's limit).
+    pub max_inflight: Option<u32>,
 }
 
 /// What a gRPC health check asks and accepts.
@@ -161,6 +163,7 @@ impl UpstreamCheck {
                 && h.http_version.get() == Some(&healthcheck_core::conf::HttpVersion::Http2),
             group,
             events: c.event_log.get().copied().or(block_log),
+            max_inflight: c.max_inflight.get().copied(),
         })
     }
 

@@ -40,6 +40,9 @@ pub struct Context {
     last_list: Cell<(usize, u32)>,
     /// `check_state_file` of the context (full path).
     pub state_file: Option<Vec<u8>>,
+    /// `check_max_inflight` of the context's block (or its default): the
+    /// probes of upstreams without their own share it.
+    pub max_inflight: u32,
     /// Per checked upstream: what stock mode and `passive_fall` need.
     sels: Vec<Selection>,
     /// `srv conf address -> index in sels`.
@@ -185,6 +188,7 @@ impl Context {
             lists,
             last_list: Cell::new((0, 0)),
             state_file: None,
+            max_inflight: healthcheck_core::conf::MAX_INFLIGHT_DEFAULT,
             sels,
             sel_map: PtrMap::new(sel_map),
             mismatch,

@@ -37,8 +37,8 @@ pub use context::{
 };
 pub use directives::{
     parse_check_status, parse_fail_open, parse_fastcgi_param, parse_keepalive_requests,
-    parse_shm_size, parse_state_file, parse_status_directive, parse_vnswrr, refused_directive,
-    StatusConf, VnswrrConf,
+    parse_max_inflight, parse_shm_size, parse_state_file, parse_status_directive, parse_vnswrr,
+    refused_directive, StatusConf, VnswrrConf,
 };
 pub use escape::unescape;
 pub use grpc::{parse_grpc_service, parse_grpc_status, parse_http_version, HttpVersion};
@@ -62,6 +62,12 @@ pub const RISE_FALL_MAX: u32 = 100_000;
 pub const PERIOD_MAX_MS: u64 = 604_800_000;
 /// Largest `check_keepalive_requests`.
 pub const KEEPALIVE_REQUESTS_MAX: u32 = 1_000_000;
+/// `check_max_inflight`'s default: probes connecting or handshaking at
+/// once in a worker, per http or stream block (docs/directives.md,
+/// check_max_inflight).
+pub const MAX_INFLIGHT_DEFAULT: u32 = 32;
+/// `check_max_inflight`'s largest value.
+pub const MAX_INFLIGHT_MAX: u32 = 65_535;
 /// Largest `check_shm_size`, in bytes (4 GiB).
 pub const SHM_SIZE_MAX: u64 = 1 << 32;
 

@@ -10,6 +10,7 @@ pub mod h2;
 pub mod health;
 pub mod http;
 pub mod identity;
+pub mod inflight;
 pub mod matcher;
 pub mod protocols;
 pub mod ptrmap;

@@ -3,9 +3,10 @@
 //! turns nginx's pointers into the probe, runs the round driver under the
 //! panic guard, and recovers the probe if a handler panicked.
 
-use ngx::ffi::{ngx_connection_t, ngx_event_t};
+use ngx::ffi::{ngx_connection_t, ngx_event_handler_pt, ngx_event_t};
 
 use super::conn::Conn;
+use super::inflight::Gate;
 use super::probe::{Handlers, Probe};
 use super::round;
 use crate::ffi::guard;
@@ -17,6 +18,30 @@ pub static HANDLERS: Handlers = Handlers {
     idle: Some(ngx_healthcheck_idle_handler),
     handshaked: Some(ngx_healthcheck_tls_handshaked),
 };
+
+/// The handler of the `check_max_inflight` gates' posted event.
+pub const GATE_HANDLER: ngx_event_handler_pt = Some(ngx_healthcheck_gate_handler);
+
+/// A place of a gate freed up: start the rounds waiting for one.
+unsafe extern "C" fn ngx_healthcheck_gate_handler(ev: *mut ngx_event_t) {
+    // SAFETY: `data` is the gate owning this event (set by `Gate::new`);
+    // a gate unposts its event when it is dropped.
+    let (g, log) = unsafe { ((*ev).data.cast::<Gate>(), (*ev).log) };
+    // SAFETY: as above.
+    let Some(g) = (unsafe { g.as_ref() }) else {
+        return;
+    };
+    while let Some((p, w)) = g.next() {
+        // SAFETY: a queued probe is live: it leaves the queue when it stops.
+        let p = unsafe { &mut *p.as_ptr() };
+        if !guard(log, "check gate", false, || {
+            round::resume(p, w);
+            true
+        }) {
+            round::recover(p);
+        }
+    }
+}
 
 unsafe extern "C" fn ngx_healthcheck_timer_handler(ev: *mut ngx_event_t) {
     // SAFETY: `data` is the probe owning this event (set by its spawn).

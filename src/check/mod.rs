@@ -39,6 +39,7 @@ mod events;
 mod exchange;
 mod h2;
 mod http;
+mod inflight;
 mod kept;
 mod kind;
 mod kinds;
@@ -56,7 +57,10 @@ mod watch;
 use healthcheck_core::status::Group;
 use ngx::ffi::ngx_log_t;
 
-use self::events::HANDLERS;
+use std::rc::Rc;
+
+use self::events::{GATE_HANDLER, HANDLERS};
+use self::inflight::Gates;
 use self::probe::ProbeBox;
 use self::spares::SPARES;
 use self::watch::WatchBox;
@@ -66,6 +70,8 @@ use crate::worker::Context;
 /// The probes of one worker and one context.
 pub struct Prober {
     probes: Vec<ProbeBox>,
+    /// The `check_max_inflight` gates (after `probes`: dropped last).
+    _gates: Option<Rc<Gates>>,
     /// The probes of resolved addresses, with their timer (contexts with
     /// `resolve` servers only).
     watch: Option<WatchBox>,
@@ -88,16 +94,30 @@ impl Prober {
         let Some(zone) = ctx.zone else {
             return Self {
                 probes: Vec::new(),
+                _gates: None,
                 watch: None,
             };
         };
+        let gates = Rc::new(Gates::new(ctx.max_inflight, GATE_HANDLER, logs.0));
         let probes = ctx
             .targets
             .iter()
-            .map(|t| ProbeBox::spawn(t, proto, zone, slot, logs, &HANDLERS))
+            .map(|t| ProbeBox::spawn(t, proto, zone, slot, logs, &HANDLERS, gates.of(&t.check)))
             .collect();
-        let watch = WatchBox::start(proto, ctx, zone, slot, logs, with_context);
-        Self { probes, watch }
+        let watch = WatchBox::start(
+            proto,
+            ctx,
+            zone,
+            slot,
+            logs,
+            with_context,
+            Rc::clone(&gates),
+        );
+        Self {
+            probes,
+            _gates: Some(gates),
+            watch,
+        }
     }
 }
 

@@ -27,6 +27,7 @@ use ngx::ffi::{
 
 use super::conn::Conn;
 use super::connect::{self, Expired, Opened};
+use super::inflight::{Gate, Wait};
 use super::kept::{self, Kept, Served};
 use super::kind::{Cx, ProbeKind, RoundClock};
 use super::kinds::Kind;
@@ -59,6 +60,8 @@ pub enum Phase {
     Handshaking,
     /// Connected: events go to the probe kind.
     Active,
+    /// The round waits for a place to connect (`check_max_inflight`).
+    Queued,
 }
 
 /// One peer's probe in this worker.
@@ -92,6 +95,10 @@ pub struct Probe {
     /// The round runs on the kept connection; what it had served.
     reused: Option<Served>,
     round: RoundClock,
+    /// The gate of `check_max_inflight`, and whether the round holds one
+    /// of its places (from its connect to the end of its handshake).
+    gate: Rc<Gate>,
+    gated: bool,
 }
 
 // nginx's debug log reads a timer's `data` as an `ngx_connection_t` and
@@ -116,6 +123,7 @@ impl ProbeBox {
         slot: (u32, u32),
         (log, conn_log): (*mut ngx_log_t, *mut ngx_log_t),
         handlers: &'static Handlers,
+        gate: Rc<Gate>,
     ) -> ProbeBox {
         let peer = Peer::new(t, proto, &zone, slot);
         let keep = t.check.conf.keeps_connection() && peer.owner;
@@ -150,6 +158,8 @@ impl ProbeBox {
             kept: None,
             reused: None,
             round: RoundClock::idle(),
+            gate,
+            gated: false,
         };
         let raw = Box::into_raw(Box::new(probe));
         // SAFETY: `raw` is the only reference to the new probe; nginx keeps
@@ -227,6 +237,60 @@ impl Probe {
 
     pub fn set_phase(&mut self, phase: Phase) {
         self.phase = phase;
+        if self.gated && !matches!(phase, Phase::Connecting | Phase::Handshaking) {
+            self.gated = false;
+            self.gate.leave();
+        }
+    }
+
+    /// Whether the round may start now (`check_max_inflight`'s budget of
+    /// starts); if not, it waits in the gate's queue (`Queued`).
+    pub fn may_start(&mut self) -> bool {
+        if self.gate.start() {
+            return true;
+        }
+        self.queue(Wait::Start);
+        false
+    }
+
+    /// Take a place of the gate for the connection the round is about to
+    /// open; without one the round waits in the gate's queue (`Queued`)
+    /// and false.
+    pub fn enter_gate(&mut self) -> bool {
+        if self.gate.enter() {
+            self.gated = true;
+            return true;
+        }
+        self.queue(Wait::Open);
+        false
+    }
+
+    fn queue(&mut self, w: Wait) {
+        self.phase = Phase::Queued;
+        let me = NonNull::from(&mut *self);
+        self.gate.wait(me, w);
+    }
+
+    /// The gate took the round out of its queue, what it waited for given.
+    pub fn left_queue(&mut self, w: Wait) {
+        self.gated = w == Wait::Open;
+        self.phase = Phase::Idle;
+    }
+
+    /// The round waits in the gate's queue no more (the probe stops).
+    fn leave_queue(&mut self) {
+        if self.phase == Phase::Queued {
+            let me = NonNull::from(&mut *self);
+            self.gate.forget(me);
+            self.phase = Phase::Idle;
+        }
+    }
+
+    /// A queued round restarts its clock when it leaves the queue (the
+    /// wait is not part of its timeout).
+    pub fn restart_clock(&mut self, now: u64) {
+        self.round.start_msec = now;
+        self.round.start = crate::ffi::fresh_now();
     }
 
     pub fn round(&self) -> &RoundClock {
@@ -456,7 +520,8 @@ impl Probe {
 
     /// Close the round's connection, if any (a spare keeps its socket).
     pub fn close_round_conn(&mut self) {
-        self.phase = Phase::Idle;
+        self.leave_queue();
+        self.set_phase(Phase::Idle);
         let reused = self.reused.take().is_some();
         if let Some(c) = self.conn.take() {
             connect::close(c, reused, self.kind.datagram(), self.peer.family());
@@ -480,7 +545,7 @@ impl Probe {
     /// kept one.
     fn halt(&mut self) {
         self.disarm();
-        if self.conn.is_some() {
+        if self.conn.is_some() || self.phase == Phase::Queued {
             // A round in flight: its lease goes with it.
             self.release_lease();
         }

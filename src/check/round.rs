@@ -12,6 +12,7 @@ use ngx::ffi::ngx_random;
 
 use super::conn::{reason_of, Conn};
 use super::connect::{Expired, Opened};
+use super::inflight::Wait;
 use super::kind::{ProbeKind, RoundClock};
 use super::outcome::{Local, Outcome, Step};
 use super::probe::{Phase, Probe};
@@ -73,7 +74,11 @@ pub fn on_timer(p: &mut Probe) {
                 start_msec: now,
                 start: crate::ffi::fresh_now(),
             });
-            start(p, now);
+            if p.may_start() {
+                start(p, now);
+            } else {
+                record::debug(p, "queued");
+            }
         }
     }
 }
@@ -88,7 +93,49 @@ fn start(p: &mut Probe, now: u64) {
         let step = p.with_kind(|k, cx| k.on_reused(cx));
         return apply(p, step);
     }
-    open(p);
+    open_gated(p);
+}
+
+/// Open the round's connection when `check_max_inflight` has a place for
+/// it; else the round waits in the gate's queue for [`resume`].
+fn open_gated(p: &mut Probe) {
+    if p.enter_gate() {
+        open(p);
+    } else {
+        record::debug(p, "queued");
+    }
+}
+
+/// The gate let a waiting round go on: it starts or opens its connection
+/// now (its timeout counts from here), if its lease is still this
+/// worker's to hold.
+pub fn resume(p: &mut Probe, w: Wait) {
+    p.left_queue(w);
+    let Some(s) = p.slot() else {
+        return p.set_phase(Phase::Idle);
+    };
+    let now = monotonic_ms();
+    let interval = p.interval_now(s);
+    let held = s.lease.load(Ordering::Acquire);
+    let mine = schedule::lease(
+        p.peer().worker,
+        schedule::lease_expiry(now, p.conf().timeout_ms, interval),
+    );
+    if !schedule::lease_claimable(held, now, p.peer().worker)
+        || s.lease
+            .compare_exchange(held, mine, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+    {
+        // Another worker took the round over while this one waited.
+        p.set_phase(Phase::Idle);
+        return p.arm(now + interval);
+    }
+    p.restart_clock(now);
+    record::debug(p, "dequeued");
+    match w {
+        Wait::Start => start(p, now),
+        Wait::Open => open(p),
+    }
 }
 
 /// Connect the round's new connection (within what is left of the round).
@@ -138,7 +185,7 @@ fn apply(p: &mut Probe, step: Option<Step>) {
         // new one (whose result counts).
         Some(Step::Reconnect) => {
             p.close_round_conn();
-            open(p);
+            open_gated(p);
         }
         // No connection: a broken invariant; end the round without a verdict.
         None => finish(p, Outcome::Local(Local::NoConnection)),
@@ -149,7 +196,7 @@ fn apply(p: &mut Probe, step: Option<Step>) {
 pub fn on_conn_event(p: &mut Probe, c: Conn, timedout: bool, write: bool) {
     match p.phase() {
         // nginx's SSL layer has the events until it calls back.
-        Phase::Idle | Phase::Handshaking => {}
+        Phase::Idle | Phase::Handshaking | Phase::Queued => {}
         Phase::Connecting if timedout => match p.connect_expired(c) {
             Expired::Connected => connected(p),
             Expired::Failed(outcome) => finish(p, outcome),

@@ -6,11 +6,13 @@ use core::mem;
 use core::ptr::NonNull;
 use core::sync::atomic::Ordering;
 use std::collections::HashMap;
+use std::rc::Rc;
 
 use healthcheck_core::status::Group;
 use ngx::ffi::{ngx_add_timer, ngx_del_timer, ngx_event_t, ngx_log_t};
 
 use super::events::HANDLERS;
+use super::inflight::Gates;
 use super::probe::ProbeBox;
 use crate::ffi::{exiting, guard};
 use crate::shm::Zone;
@@ -54,6 +56,8 @@ struct Watch {
     slot: (u32, u32),
     logs: (*mut ngx_log_t, *mut ngx_log_t),
     with_context: WithContext,
+    /// The context's `check_max_inflight` gates.
+    gates: Rc<Gates>,
     /// `(slot index, identity) -> probe`.
     probes: HashMap<(u32, u64), ProbeBox>,
     /// The view's version the probes were last matched with.
@@ -77,6 +81,7 @@ impl WatchBox {
         slot: (u32, u32),
         logs: (*mut ngx_log_t, *mut ngx_log_t),
         with_context: WithContext,
+        gates: Rc<Gates>,
     ) -> Option<WatchBox> {
         if ctx.resolved.ups.is_empty() {
             return None;
@@ -90,6 +95,7 @@ impl WatchBox {
             slot,
             logs,
             with_context,
+            gates,
             probes: HashMap::new(),
             version: u64::MAX,
             ticks: 0,
@@ -152,7 +158,10 @@ impl Watch {
                 .slot(k.0 as usize)
                 .is_some_and(|s| s.identity.load(Ordering::Acquire) == k.1);
             if current && !self.probes.contains_key(&k) {
-                let p = ProbeBox::spawn(t, self.proto, self.zone, self.slot, self.logs, &HANDLERS);
+                let gate = self.gates.of(&t.check);
+                let p = ProbeBox::spawn(
+                    t, self.proto, self.zone, self.slot, self.logs, &HANDLERS, gate,
+                );
                 self.probes.insert(k, p);
             }
         }

@@ -721,6 +721,30 @@ fn single_value_directives() {
             any: &[],
         },
         Bad {
+            ctxs: ctx_both,
+            snippet: "check_max_inflight -1;",
+            server: TCP_SERVER,
+            all: &[
+                "invalid value \"-1\" in \"check_max_inflight\" directive: must be a \
+                    decimal integer from 0 (no limit) to 65535",
+            ],
+            any: &[],
+        },
+        Bad {
+            ctxs: &UPSTREAMS,
+            snippet: "check interval=1000; check_max_inflight 70000;",
+            server: TCP_SERVER,
+            all: &["invalid value \"70000\" in \"check_max_inflight\" directive"],
+            any: &[],
+        },
+        Bad {
+            ctxs: &UPSTREAMS,
+            snippet: "check interval=1000; check_max_inflight 4; check_max_inflight 4;",
+            server: TCP_SERVER,
+            all: &["\"check_max_inflight\" directive is duplicate"],
+            any: &[],
+        },
+        Bad {
             ctxs: &[Ctx::HttpLocation],
             snippet: "healthcheck_status xml;",
             server: TCP_SERVER,

@@ -3,7 +3,9 @@
 
 use super::http::invalid_value;
 use super::time::{parse_decimal, parse_size, NumError};
-use super::{printable, ConfError, FailOpen, KEEPALIVE_REQUESTS_MAX, SHM_SIZE_MAX};
+use super::{
+    printable, ConfError, FailOpen, KEEPALIVE_REQUESTS_MAX, MAX_INFLIGHT_MAX, SHM_SIZE_MAX,
+};
 use crate::status::Format;
 
 /// `check_shm_size size;`: nginx size syntax (bytes, `k`, `m`, `g`),
@@ -34,6 +36,22 @@ pub fn parse_keepalive_requests(arg: &[u8]) -> Result<u32, ConfError> {
                 "check_keepalive_requests",
                 arg,
                 &format!("must be a decimal integer from 1 to {KEEPALIVE_REQUESTS_MAX}"),
+            )
+        })
+}
+
+/// `check_max_inflight N;`: a decimal integer in 0..=[`MAX_INFLIGHT_MAX`]
+/// (0: no limit).
+pub fn parse_max_inflight(arg: &[u8]) -> Result<u32, ConfError> {
+    parse_decimal(arg)
+        .ok()
+        .and_then(|n| u32::try_from(n).ok())
+        .filter(|n| *n <= MAX_INFLIGHT_MAX)
+        .ok_or_else(|| {
+            invalid_value(
+                "check_max_inflight",
+                arg,
+                &format!("must be a decimal integer from 0 (no limit) to {MAX_INFLIGHT_MAX}"),
             )
         })
 }
@@ -265,6 +283,30 @@ pub fn parse_fail_open(args: &[&[u8]]) -> Result<FailOpen, ConfError> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn max_inflight_values() {
+        assert_eq!(parse_max_inflight(b"0"), Ok(0));
+        assert_eq!(parse_max_inflight(b"1"), Ok(1));
+        assert_eq!(parse_max_inflight(b"65535"), Ok(65535));
+        for bad in [
+            &b"65536"[..],
+            b"-1",
+            b"",
+            b"8k",
+            b"1.5",
+            b"99999999999999999999",
+        ] {
+            assert_eq!(
+                err(parse_max_inflight(bad)),
+                format!(
+                    "invalid value \"{}\" in \"check_max_inflight\" directive: must be a \
+                     decimal integer from 0 (no limit) to 65535",
+                    String::from_utf8_lossy(bad)
+                )
+            );
+        }
+    }
 
     #[test]
     fn fail_open_values() {

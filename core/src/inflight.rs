@@ -1,0 +1,279 @@
+//! The bookkeeping of `check_max_inflight` (docs/directives.md,
+//! check_max_inflight): at most `cap` rounds connecting or handshaking at
+//! once ("places"), at most `cap` rounds starting in one millisecond of
+//! the event loop's clock (the "budget"), and the rounds past either bound
+//! waiting in one queue, oldest first, none dropped. `cap` 0: no bound.
+//! The worker's gate (nginx events) drives this; it knows no time but the
+//! millisecond it is given.
+
+use std::collections::VecDeque;
+
+/// What a queued round waits for.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Wait {
+    /// To start (this millisecond's budget of starts is spent).
+    Start,
+    /// To open its connection (every place is taken).
+    Open,
+}
+
+/// When the oldest waiting round may go on.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Wake {
+    /// Nothing waits.
+    Idle,
+    /// Now.
+    Ready,
+    /// At the next millisecond (a spent budget).
+    NextMs,
+    /// When a place is given back.
+    OnLeave,
+}
+
+/// The places, the budget and the queue of one gate.
+#[derive(Debug)]
+pub struct Limiter<T> {
+    cap: usize,
+    busy: usize,
+    /// Rounds started in millisecond `.0`.
+    started: (u64, usize),
+    queue: VecDeque<(T, Wait)>,
+}
+
+impl<T: Copy + PartialEq> Limiter<T> {
+    pub fn new(cap: u32) -> Limiter<T> {
+        Limiter {
+            cap: cap as usize,
+            busy: 0,
+            started: (0, 0),
+            queue: VecDeque::new(),
+        }
+    }
+
+    fn budget_left(&self, now: u64) -> bool {
+        self.cap == 0 || self.started.0 != now || self.started.1 < self.cap
+    }
+
+    fn spend(&mut self, now: u64) {
+        self.started = match self.started {
+            (ms, n) if ms == now => (now, n + 1),
+            _ => (now, 1),
+        };
+    }
+
+    fn place_left(&self) -> bool {
+        self.cap == 0 || self.busy < self.cap
+    }
+
+    /// A round may start at `now` (and is counted); false: the budget is
+    /// spent or older rounds wait (it must then [`wait`](Self::wait)).
+    pub fn start(&mut self, now: u64) -> bool {
+        if !self.queue.is_empty() || !self.budget_left(now) {
+            return false;
+        }
+        self.spend(now);
+        true
+    }
+
+    /// A round takes a place to connect; false: none is left.
+    pub fn enter(&mut self) -> bool {
+        if !self.place_left() {
+            return false;
+        }
+        self.busy += 1;
+        true
+    }
+
+    /// Queue `t`, waiting for `w`.
+    pub fn wait(&mut self, t: T, w: Wait) {
+        self.queue.push_back((t, w));
+    }
+
+    /// A place is given back.
+    pub fn leave(&mut self) {
+        self.busy = self.busy.saturating_sub(1);
+    }
+
+    /// `t` stops waiting.
+    pub fn forget(&mut self, t: T) {
+        self.queue.retain(|&(q, _)| q != t);
+    }
+
+    /// The oldest waiting round, if it may go on at `now`: counted or
+    /// given its place, and out of the queue.
+    pub fn next(&mut self, now: u64) -> Option<(T, Wait)> {
+        let &(t, w) = self.queue.front()?;
+        match w {
+            Wait::Start if self.budget_left(now) => self.spend(now),
+            Wait::Open if self.place_left() => self.busy += 1,
+            _ => return None,
+        }
+        self.queue.pop_front();
+        Some((t, w))
+    }
+
+    /// When the oldest waiting round may go on, seen at `now`.
+    pub fn wake(&self, now: u64) -> Wake {
+        match self.queue.front() {
+            None => Wake::Idle,
+            Some((_, Wait::Start)) if self.budget_left(now) => Wake::Ready,
+            Some((_, Wait::Start)) => Wake::NextMs,
+            Some((_, Wait::Open)) if self.place_left() => Wake::Ready,
+            Some((_, Wait::Open)) => Wake::OnLeave,
+        }
+    }
+
+    /// Rounds holding a place.
+    pub fn busy(&self) -> usize {
+        self.busy
+    }
+
+    /// Rounds waiting.
+    pub fn waiting(&self) -> usize {
+        self.queue.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn budget_per_millisecond() {
+        let mut l = Limiter::<u32>::new(2);
+        assert!(l.start(5) && l.start(5));
+        assert!(!l.start(5));
+        l.wait(1, Wait::Start);
+        assert_eq!(l.wake(5), Wake::NextMs);
+        assert_eq!(l.next(5), None);
+        // A new millisecond: the waiting round goes first; a newcomer
+        // waits behind it.
+        assert_eq!(l.wake(6), Wake::Ready);
+        l.wait(2, Wait::Start);
+        assert!(!l.start(6));
+        assert_eq!(l.next(6), Some((1, Wait::Start)));
+        assert_eq!(l.next(6), Some((2, Wait::Start)));
+        assert_eq!(l.wake(6), Wake::Idle);
+        assert!(!l.start(6), "budget of ms 6 spent by the two");
+    }
+
+    #[test]
+    fn places() {
+        let mut l = Limiter::<u32>::new(1);
+        assert!(l.enter());
+        assert!(!l.enter());
+        l.wait(7, Wait::Open);
+        assert_eq!(l.wake(0), Wake::OnLeave);
+        assert_eq!(l.next(0), None);
+        l.leave();
+        assert_eq!(l.wake(0), Wake::Ready);
+        assert_eq!(l.next(0), Some((7, Wait::Open)));
+        assert_eq!(l.busy(), 1);
+        l.wait(8, Wait::Open);
+        l.forget(8);
+        assert_eq!(l.waiting(), 0);
+    }
+
+    #[test]
+    fn zero_is_no_limit() {
+        let mut l = Limiter::<u32>::new(0);
+        for _ in 0..10_000 {
+            assert!(l.start(1) && l.enter());
+        }
+    }
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        /// A round falls due (and connects if it starts).
+        Due,
+        /// A connecting round connects (gives its place back).
+        Connected,
+        /// The clock moves on.
+        Tick,
+        /// A waiting round's probe stops.
+        Stop(usize),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            4 => Just(Op::Due),
+            3 => Just(Op::Connected),
+            2 => Just(Op::Tick),
+            1 => (0usize..64).prop_map(Op::Stop),
+        ]
+    }
+
+    proptest! {
+        /// Whatever happens, at most `cap` hold a place and at most `cap`
+        /// start in a millisecond; rounds leave the queue in order; when
+        /// the clock moves on and places come back, every waiting round
+        /// goes on (none is dropped but those whose probe stopped).
+        #[test]
+        fn bounds_order_and_no_loss(cap in 1u32..6, ops in proptest::collection::vec(op(), 1..300)) {
+            let mut l = Limiter::<usize>::new(cap);
+            let (mut now, mut next_id) = (1u64, 0usize);
+            let mut connecting = 0usize;
+            let mut started_at: Vec<u64> = Vec::new();
+            let mut waiting: Vec<usize> = Vec::new();
+            let mut gone: Vec<usize> = Vec::new();
+            let run = |l: &mut Limiter<usize>, now: u64, connecting: &mut usize,
+                           started_at: &mut Vec<u64>, gone: &mut Vec<usize>| {
+                while let Some((t, w)) = l.next(now) {
+                    gone.push(t);
+                    if w == Wait::Start {
+                        started_at.push(now);
+                        if l.enter() { *connecting += 1 } else { l.wait(t, Wait::Open) }
+                    } else {
+                        *connecting += 1;
+                    }
+                }
+            };
+            for o in ops {
+                match o {
+                    Op::Due => {
+                        let id = next_id;
+                        next_id += 1;
+                        if l.start(now) {
+                            started_at.push(now);
+                            if l.enter() { connecting += 1 } else { l.wait(id, Wait::Open); waiting.push(id) }
+                        } else {
+                            l.wait(id, Wait::Start);
+                            waiting.push(id);
+                        }
+                    }
+                    Op::Connected if connecting > 0 => { connecting -= 1; l.leave(); }
+                    Op::Connected => {}
+                    Op::Tick => now += 1,
+                    Op::Stop(i) => {
+                        if let Some(&id) = waiting.get(i) {
+                            l.forget(id);
+                            waiting.retain(|&w| w != id);
+                        }
+                    }
+                }
+                run(&mut l, now, &mut connecting, &mut started_at, &mut gone);
+                prop_assert!(l.busy() <= cap as usize);
+                prop_assert_eq!(l.busy(), connecting);
+                for ms in started_at.iter() {
+                    prop_assert!(started_at.iter().filter(|&&m| m == *ms).count() <= cap as usize);
+                }
+            }
+            // Drain: places come back and the clock moves on.
+            for _ in 0..10_000 {
+                if l.waiting() == 0 { break; }
+                while connecting > 0 { connecting -= 1; l.leave(); }
+                now += 1;
+                run(&mut l, now, &mut connecting, &mut started_at, &mut gone);
+            }
+            prop_assert_eq!(l.waiting(), 0);
+            // Order: the rounds that waited left in the order they came.
+            let waited: Vec<usize> = gone.iter().copied().filter(|t| waiting.contains(t)).collect();
+            let mut first_seen = Vec::new();
+            for t in waited { if !first_seen.contains(&t) { first_seen.push(t) } }
+            let mut sorted = first_seen.clone();
+            sorted.sort();
+            prop_assert_eq!(first_seen, sorted);
+        }
+    }
+}
