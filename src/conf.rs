@@ -54,6 +54,8 @@ pub struct MainConf {
     pub event_log: Option<EventSink>,
     /// `check_max_inflight` of the http or stream block (as `event_log`).
     pub max_inflight: Option<u32>,
+    /// `check_max_connections`.
+    pub max_connections: Setting<cc::ConnLimit>,
 }
 
 impl Default for MainConf {
@@ -69,6 +71,7 @@ impl Default for MainConf {
             gates: Vec::new(),
             event_log: None,
             max_inflight: None,
+            max_connections: Setting::default(),
         }
     }
 }
@@ -242,6 +245,10 @@ setting_directives! {
     /// upstream.
     ngx_upstream_check_log: UpsConf, "check_log", event_log, Repeat::Refuse,
         |cf, args| event_sink(cf, args);
+    /// `check_max_connections N|P%;` in http or stream.
+    ngx_upstream_check_max_connections: MainConf, "check_max_connections", max_connections,
+        Repeat::Refuse,
+        |_cf, args| cc::parse_max_connections(one("check_max_connections", args)?);
     /// `check_max_inflight N;` in http, stream or an upstream.
     ngx_upstream_check_max_inflight: UpsConf, "check_max_inflight", max_inflight,
         Repeat::Refuse,

@@ -135,7 +135,7 @@ const fn check_status(name: ngx::ffi::ngx_str_t) -> Directive {
 
 /// The module's directives, each said once: the http and stream tables are
 /// made from this list (docs/directives.md documents each).
-const DIRECTIVES: [Directive; 43] = {
+const DIRECTIVES: [Directive; 44] = {
     use core::mem::offset_of;
     use NGX_CONF_1MORE as MORE;
     use NGX_CONF_TAKE1 as ONE;
@@ -203,6 +203,14 @@ const DIRECTIVES: [Directive; 43] = {
                 ngx_string!("check_log"),
                 NGX_CONF_TAKE12,
                 conf::ngx_upstream_check_log,
+            )
+        },
+        Directive {
+            place: Place::Main,
+            ..ups(
+                ngx_string!("check_max_connections"),
+                ONE,
+                conf::ngx_upstream_check_max_connections,
             )
         },
         Directive {

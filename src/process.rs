@@ -224,6 +224,9 @@ unsafe fn build_worker(cycle: &ngx_cycle_t) -> Worker {
         if let Some(n) = mcf.and_then(|m| m.max_inflight) {
             ctx.max_inflight = n;
         }
+        if let Some(l) = mcf.and_then(|m| m.max_connections.get().copied()) {
+            ctx.max_connections = l;
+        }
         match group {
             Group::Http => w.http = ctx,
             Group::Stream => w.stream = ctx,

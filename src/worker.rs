@@ -43,6 +43,8 @@ pub struct Context {
     /// `check_max_inflight` of the context's block (or its default): the
     /// probes of upstreams without their own share it.
     pub max_inflight: u32,
+    /// `check_max_connections` of the context's block (or its default).
+    pub max_connections: healthcheck_core::conf::ConnLimit,
     /// Per checked upstream: what stock mode and `passive_fall` need.
     sels: Vec<Selection>,
     /// `srv conf address -> index in sels`.
@@ -189,6 +191,7 @@ impl Context {
             last_list: Cell::new((0, 0)),
             state_file: None,
             max_inflight: healthcheck_core::conf::MAX_INFLIGHT_DEFAULT,
+            max_connections: Default::default(),
             sels,
             sel_map: PtrMap::new(sel_map),
             mismatch,

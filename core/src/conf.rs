@@ -37,8 +37,8 @@ pub use context::{
 };
 pub use directives::{
     parse_check_status, parse_fail_open, parse_fastcgi_param, parse_keepalive_requests,
-    parse_max_inflight, parse_shm_size, parse_state_file, parse_status_directive, parse_vnswrr,
-    refused_directive, StatusConf, VnswrrConf,
+    parse_max_connections, parse_max_inflight, parse_shm_size, parse_state_file,
+    parse_status_directive, parse_vnswrr, refused_directive, StatusConf, VnswrrConf,
 };
 pub use escape::unescape;
 pub use grpc::{parse_grpc_service, parse_grpc_status, parse_http_version, HttpVersion};
@@ -377,6 +377,33 @@ pub struct KernelKeepalive {
     pub intvl_s: u32,
     /// TCP_KEEPCNT, 1..=127.
     pub cnt: u32,
+}
+
+/// `check_max_connections`: how many connections a worker's checks may
+/// hold (kept between rounds, and rounds in flight).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConnLimit {
+    /// This many.
+    Count(u32),
+    /// This share of `worker_connections`, in percent (1..=100).
+    Share(u8),
+}
+
+impl Default for ConnLimit {
+    /// Half of `worker_connections`.
+    fn default() -> Self {
+        ConnLimit::Share(50)
+    }
+}
+
+impl ConnLimit {
+    /// The number, for a worker of `worker_connections` connections.
+    pub fn of(self, worker_connections: u64) -> u64 {
+        match self {
+            ConnLimit::Count(n) => u64::from(n),
+            ConnLimit::Share(p) => worker_connections * u64::from(p) / 100,
+        }
+    }
 }
 
 /// `check_fail_open`: when an upstream stops vetoing selection.

@@ -12,7 +12,7 @@
 //! One gate per http or stream block, shared by the probes of its
 //! upstreams; an upstream with its own `check_max_inflight` has its own.
 
-use core::cell::{RefCell, UnsafeCell};
+use core::cell::{Cell, RefCell, UnsafeCell};
 use core::ptr::{self, NonNull};
 use std::rc::Rc;
 
@@ -142,9 +142,33 @@ impl Drop for Gate {
     }
 }
 
+/// How many connections this worker's checks hold: the rounds' own and
+/// those kept between rounds (`check_max_connections`).
+pub struct Held(Cell<usize>);
+
+// SAFETY: nginx runs module code on one thread per process.
+unsafe impl Sync for Held {}
+
+/// This process's count.
+pub static HELD: Held = Held(Cell::new(0));
+
+impl Held {
+    pub fn get(&self) -> usize {
+        self.0.get()
+    }
+
+    /// A probe held `from` connections and holds `to` now.
+    pub fn moved(&self, from: u8, to: u8) {
+        let n = self.0.get() + usize::from(to);
+        self.0.set(n.saturating_sub(usize::from(from)));
+    }
+}
+
 /// The gates of one context in one worker: the block's, and those of the
 /// upstreams with their own limit (keyed by the upstream's settings).
 pub struct Gates {
+    /// `check_max_connections` of the context, as a number.
+    pub max_connections: usize,
     block: Rc<Gate>,
     own: RefCell<Vec<(Rc<UpstreamCheck>, Rc<Gate>)>>,
     handler: ngx_event_handler_pt,
@@ -152,8 +176,13 @@ pub struct Gates {
 }
 
 impl Gates {
-    pub fn new(block_cap: u32, handler: ngx_event_handler_pt, log: *mut ngx_log_t) -> Gates {
+    pub fn new(
+        (block_cap, max_connections): (u32, usize),
+        handler: ngx_event_handler_pt,
+        log: *mut ngx_log_t,
+    ) -> Gates {
         Gates {
+            max_connections,
             block: Gate::new(block_cap, handler, log),
             own: RefCell::new(Vec::new()),
             handler,

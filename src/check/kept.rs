@@ -98,6 +98,7 @@ pub fn take(
         }
     }
     let Kept { conn, mut served } = kept.take()?;
+    conn.reusable(false);
     served.rounds = served.rounds.saturating_add(1);
     Some((conn, served))
 }
@@ -127,6 +128,9 @@ pub fn keep(
     });
     c.del_timers();
     c.attach(data, handler);
+    // nginx may take it back when it runs out of connections (its idle
+    // handler then sees `close`): checks never hold a client's connection.
+    c.reusable(true);
     *kept = Some(Kept { conn: c, served });
     // Data that arrived while the round ran was seen by the round's
     // handler (edge-triggered events fire once): read it now. When the

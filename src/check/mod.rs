@@ -98,11 +98,20 @@ impl Prober {
                 watch: None,
             };
         };
-        let gates = Rc::new(Gates::new(ctx.max_inflight, GATE_HANDLER, logs.0));
+        // SAFETY: the running cycle, in a worker.
+        let worker_connections = unsafe { (*ngx::ffi::ngx_cycle).connection_n } as u64;
+        let limits = (
+            ctx.max_inflight,
+            ctx.max_connections.of(worker_connections) as usize,
+        );
+        let gates = Rc::new(Gates::new(limits, GATE_HANDLER, logs.0));
         let probes = ctx
             .targets
             .iter()
-            .map(|t| ProbeBox::spawn(t, proto, zone, slot, logs, &HANDLERS, gates.of(&t.check)))
+            .map(|t| {
+                let gate = (gates.of(&t.check), gates.max_connections);
+                ProbeBox::spawn(t, proto, zone, slot, logs, &HANDLERS, gate)
+            })
             .collect();
         let watch = WatchBox::start(
             proto,

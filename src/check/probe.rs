@@ -27,7 +27,7 @@ use ngx::ffi::{
 
 use super::conn::Conn;
 use super::connect::{self, Expired, Opened};
-use super::inflight::{Gate, Wait};
+use super::inflight::{Gate, Wait, HELD};
 use super::kept::{self, Kept, Served};
 use super::kind::{Cx, ProbeKind, RoundClock};
 use super::kinds::Kind;
@@ -99,6 +99,11 @@ pub struct Probe {
     /// of its places (from its connect to the end of its handshake).
     gate: Rc<Gate>,
     gated: bool,
+    /// Connections the probe holds now (its round's, its kept one), as
+    /// counted in [`HELD`], and how many the worker's checks may hold
+    /// (`check_max_connections`) before a round's connection is not kept.
+    holds: u8,
+    max_connections: usize,
 }
 
 // nginx's debug log reads a timer's `data` as an `ngx_connection_t` and
@@ -123,7 +128,7 @@ impl ProbeBox {
         slot: (u32, u32),
         (log, conn_log): (*mut ngx_log_t, *mut ngx_log_t),
         handlers: &'static Handlers,
-        gate: Rc<Gate>,
+        (gate, max_connections): (Rc<Gate>, usize),
     ) -> ProbeBox {
         let peer = Peer::new(t, proto, &zone, slot);
         let keep = t.check.conf.keeps_connection() && peer.owner;
@@ -160,6 +165,8 @@ impl ProbeBox {
             round: RoundClock::idle(),
             gate,
             gated: false,
+            holds: 0,
+            max_connections,
         };
         let raw = Box::into_raw(Box::new(probe));
         // SAFETY: `raw` is the only reference to the new probe; nginx keeps
@@ -378,7 +385,17 @@ impl Probe {
         };
         self.reused = Some(served);
         self.attach(c);
+        self.sync_holds();
         true
+    }
+
+    /// Count the connections the probe holds now in [`HELD`].
+    fn sync_holds(&mut self) {
+        let n = u8::from(self.conn.is_some()) + u8::from(self.kept.is_some());
+        if n != self.holds {
+            HELD.moved(self.holds, n);
+            self.holds = n;
+        }
     }
 
     /// Whether the probe holds a kept connection.
@@ -400,6 +417,7 @@ impl Probe {
         if let Opened::Connected(c) | Opened::InProgress(c) = opened {
             self.attach(c);
         }
+        self.sync_holds();
         opened
     }
 
@@ -497,7 +515,11 @@ impl Probe {
             // A session ticket the round's reads brought.
             t.collect(c);
         }
-        if self.keep && good && self.kind.may_keep() {
+        // A connection new this round is kept while the worker's checks
+        // hold no more than `check_max_connections` (this one counted);
+        // past that, the peer is checked on a new connection each round.
+        let room = self.reused.is_some() || HELD.get() <= self.max_connections;
+        if self.keep && good && room && self.kind.may_keep() {
             if let Some(c) = self.conn.take() {
                 let served = self.reused.take();
                 let opened = (self.round.start_msec, self.check.conf.keepalive);
@@ -526,6 +548,7 @@ impl Probe {
         if let Some(c) = self.conn.take() {
             connect::close(c, reused, self.kind.datagram(), self.peer.family());
         }
+        self.sync_holds();
     }
 
     /// An event of the idle kept connection `c` (not `closing`): read what
@@ -534,11 +557,13 @@ impl Probe {
         let kind = &mut self.kind;
         let mut sink = |data: &[u8], c: Conn| kind.idle_data(data, c);
         kept::drain_idle(&mut self.kept, self.tls.as_mut(), c, &mut sink);
+        self.sync_holds();
     }
 
     /// Close the kept connection, if any.
     pub fn close_kept(&mut self) {
         kept::close(&mut self.kept);
+        self.sync_holds();
     }
 
     /// Stop the probe: its timer, its round's connection (and lease), its

@@ -158,7 +158,7 @@ impl Watch {
                 .slot(k.0 as usize)
                 .is_some_and(|s| s.identity.load(Ordering::Acquire) == k.1);
             if current && !self.probes.contains_key(&k) {
-                let gate = self.gates.of(&t.check);
+                let gate = (self.gates.of(&t.check), self.gates.max_connections);
                 let p = ProbeBox::spawn(
                     t, self.proto, self.zone, self.slot, self.logs, &HANDLERS, gate,
                 );

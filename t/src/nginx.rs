@@ -51,6 +51,7 @@ pub struct Builder {
     log_level: String,
     load_module: bool,
     events: String,
+    connections: usize,
     bin: Option<PathBuf>,
     module: Option<PathBuf>,
     load_first: Vec<PathBuf>,
@@ -66,6 +67,7 @@ impl Default for Builder {
             log_level: "info".to_string(),
             load_module: true,
             events: String::new(),
+            connections: 1024,
             bin: None,
             module: None,
             load_first: Vec::new(),
@@ -92,6 +94,12 @@ impl Builder {
     /// `debug` needs the `--with-debug` binary scripts/build makes).
     pub fn log_level(mut self, level: &str) -> Self {
         self.log_level = level.to_string();
+        self
+    }
+
+    /// `worker_connections` (1024 unless set).
+    pub fn worker_connections(mut self, n: usize) -> Self {
+        self.connections = n;
         self
     }
 
@@ -183,7 +191,11 @@ impl Builder {
         let _ = writeln!(conf, "worker_processes {};", self.workers);
         let _ = writeln!(conf, "pid logs/nginx.pid;");
         let _ = writeln!(conf, "error_log logs/error.log {};", self.log_level);
-        let _ = writeln!(conf, "events {{ worker_connections 1024; {}}}", self.events);
+        let _ = writeln!(
+            conf,
+            "events {{ worker_connections {}; {}}}",
+            self.connections, self.events
+        );
         conf.push('\n');
         conf.push_str(body);
         conf.push('\n');

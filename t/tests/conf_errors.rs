@@ -722,6 +722,17 @@ fn single_value_directives() {
         },
         Bad {
             ctxs: ctx_both,
+            snippet: "check_max_connections 0;",
+            server: TCP_SERVER,
+            all: &[
+                "invalid value \"0\" in \"check_max_connections\" directive: must be a \
+                    number of connections from 1 to 1000000 or a share of worker_connections \
+                    from 1% to 100%",
+            ],
+            any: &[],
+        },
+        Bad {
+            ctxs: ctx_both,
             snippet: "check_max_inflight -1;",
             server: TCP_SERVER,
             all: &[

@@ -4,7 +4,8 @@
 use super::http::invalid_value;
 use super::time::{parse_decimal, parse_size, NumError};
 use super::{
-    printable, ConfError, FailOpen, KEEPALIVE_REQUESTS_MAX, MAX_INFLIGHT_MAX, SHM_SIZE_MAX,
+    printable, ConfError, ConnLimit, FailOpen, KEEPALIVE_REQUESTS_MAX, MAX_INFLIGHT_MAX,
+    SHM_SIZE_MAX,
 };
 use crate::status::Format;
 
@@ -279,9 +280,60 @@ pub fn parse_fail_open(args: &[&[u8]]) -> Result<FailOpen, ConfError> {
     }
 }
 
+/// `check_max_connections N|P%;`: a count from 1 to 1,000,000 or a share
+/// of `worker_connections` from 1% to 100%.
+pub fn parse_max_connections(arg: &[u8]) -> Result<ConnLimit, ConfError> {
+    const D: &str = "check_max_connections";
+    const EXPECTED: &str =
+        "must be a number of connections from 1 to 1000000 or a share of worker_connections \
+         from 1% to 100%";
+    let (digits, share) = match arg.strip_suffix(b"%") {
+        Some(d) => (d, true),
+        None => (arg, false),
+    };
+    match (parse_decimal(digits), share) {
+        (Ok(n), true) if (1..=100).contains(&n) => Ok(ConnLimit::Share(n as u8)),
+        (Ok(n), false) if (1..=1_000_000).contains(&n) => Ok(ConnLimit::Count(n as u32)),
+        _ => Err(invalid_value(D, arg, EXPECTED)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn max_connections_values() {
+        assert_eq!(parse_max_connections(b"50%"), Ok(ConnLimit::Share(50)));
+        assert_eq!(parse_max_connections(b"100%"), Ok(ConnLimit::Share(100)));
+        assert_eq!(parse_max_connections(b"1"), Ok(ConnLimit::Count(1)));
+        assert_eq!(
+            parse_max_connections(b"1000000"),
+            Ok(ConnLimit::Count(1_000_000))
+        );
+        assert_eq!(ConnLimit::default().of(512), 256);
+        assert_eq!(ConnLimit::Count(100).of(512), 100);
+        for bad in [
+            &b"0"[..],
+            b"0%",
+            b"101%",
+            b"1000001",
+            b"%",
+            b"-5",
+            b"",
+            b"half",
+        ] {
+            assert_eq!(
+                err(parse_max_connections(bad)),
+                format!(
+                    "invalid value \"{}\" in \"check_max_connections\" directive: must be a \
+                     number of connections from 1 to 1000000 or a share of worker_connections \
+                     from 1% to 100%",
+                    String::from_utf8_lossy(bad)
+                )
+            );
+        }
+    }
     use proptest::prelude::*;
 
     #[test]
