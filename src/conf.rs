@@ -56,6 +56,9 @@ pub struct MainConf {
     pub max_inflight: Option<u32>,
     /// `check_max_connections`.
     pub max_connections: Setting<cc::ConnLimit>,
+    /// The context's checked peers whose check keeps its connection, and
+    /// where the first such `check` was written (`crate::finish`).
+    pub kept_peers: (usize, crate::ffi::ConfLoc),
 }
 
 impl Default for MainConf {
@@ -72,6 +75,7 @@ impl Default for MainConf {
             event_log: None,
             max_inflight: None,
             max_connections: Setting::default(),
+            kept_peers: (0, crate::ffi::ConfLoc::default()),
         }
     }
 }

@@ -202,3 +202,18 @@ pub fn exiting() -> bool {
     // SAFETY: plain process flags.
     unsafe { ngx_exiting != 0 || ngx_quit != 0 || ngx_terminate != 0 }
 }
+
+/// `worker_processes` of `cycle` (at least 1; 1 while the core module's
+/// conf is not complete).
+///
+/// # Safety
+/// `cycle` is a cycle whose configuration has been read.
+pub unsafe fn worker_processes(cycle: &ngx::ffi::ngx_cycle_t) -> usize {
+    // SAFETY: the core module's conf is always present.
+    unsafe {
+        let ccf = (*cycle.conf_ctx.add(ngx::ffi::ngx_core_module.index))
+            .cast::<ngx::ffi::ngx_core_conf_t>();
+        ccf.as_ref()
+            .map_or(1, |c| c.worker_processes.max(1) as usize)
+    }
+}

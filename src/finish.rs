@@ -82,6 +82,16 @@ pub unsafe fn context(
             c.check.value = kept;
         }
     }
+    mcf.kept_peers = (0, ConfLoc::default());
+    for u in upstreams {
+        let c = u.conf();
+        if c.check.get().is_some_and(|k| k.keeps_connection()) {
+            if mcf.kept_peers.0 == 0 {
+                mcf.kept_peers.1 = c.check.loc;
+            }
+            mcf.kept_peers.0 += u.peers.len();
+        }
+    }
     let facts: Vec<cc::UpstreamFacts<'_>> = upstreams.iter().map(facts).collect();
     mcf.migration.add(&facts);
     mcf.checked = facts
@@ -166,6 +176,12 @@ pub unsafe fn configuration_read(cycle: &ngx::ffi::ngx_cycle_t) {
             crate::modules::main_conf::<MainConf>(cycle, Group::Stream).as_ref(),
         )
     };
+    for (group, m) in [(Group::Http, http), (Group::Stream, stream)] {
+        if let Some(m) = m {
+            // SAFETY: per the contract.
+            unsafe { kept_share(cycle, group, m) };
+        }
+    }
     let none = cc::migration::Candidates::default();
     let of = |m: Option<&MainConf>| m.map_or(&none, |m| &m.migration).clone();
     let candidates = of(http).then(&of(stream));
@@ -188,6 +204,41 @@ pub unsafe fn configuration_read(cycle: &ngx::ffi::ngx_cycle_t) {
         // SAFETY: the cycle's log.
         unsafe { log_at(NGX_LOG_NOTICE, cycle.log, &ConfLoc::default(), &notice) };
     }
+}
+
+/// A warning when the peers whose checks keep their connection are more,
+/// per worker, than `check_max_connections` lets a worker keep.
+///
+/// # Safety
+/// `cycle` is the cycle being initialised, its configuration complete.
+unsafe fn kept_share(cycle: &ngx::ffi::ngx_cycle_t, group: Group, m: &MainConf) {
+    let (kept, loc) = (m.kept_peers.0, m.kept_peers.1);
+    if kept == 0 {
+        return;
+    }
+    // SAFETY: per the contract: the core module's conf is complete.
+    let workers = unsafe { crate::ffi::worker_processes(cycle) };
+    let connections = cycle.connection_n as u64;
+    let limit = m.max_connections.get().copied().unwrap_or_default();
+    let allowed = limit.of(connections);
+    let per_worker = kept.div_ceil(workers) as u64;
+    if per_worker <= allowed {
+        return;
+    }
+    let why = match limit {
+        cc::ConnLimit::Share(p) => format!("{p}% of worker_connections {connections}"),
+        cc::ConnLimit::Count(_) => "as set".to_string(),
+    };
+    let msg = format!(
+        "{per_worker} peers per worker keep their check connection (reuse= or keepalive=; \
+         {kept} in this {} block over {workers} worker process{}), more than \
+         check_max_connections lets a worker hold ({allowed}, {why}): the others are checked \
+         on a new connection each round; raise worker_connections or check_max_connections",
+        group.as_str(),
+        if workers == 1 { "" } else { "es" },
+    );
+    // SAFETY: the cycle's log.
+    unsafe { log_at(NGX_LOG_WARN, cycle.log, &loc, &msg) };
 }
 
 /// The `healthcheck_gate` upstreams (kept in the http main conf) against

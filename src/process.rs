@@ -10,8 +10,8 @@ use core::cell::{Cell, UnsafeCell};
 use core::ptr;
 
 use ngx::ffi::{
-    ngx_core_conf_t, ngx_core_module, ngx_cycle_t, ngx_log_t, ngx_process, ngx_worker,
-    NGX_LOG_ALERT, NGX_LOG_DEBUG, NGX_LOG_WARN, NGX_PROCESS_SINGLE,
+    ngx_cycle_t, ngx_log_t, ngx_process, ngx_worker, NGX_LOG_ALERT, NGX_LOG_DEBUG, NGX_LOG_WARN,
+    NGX_PROCESS_SINGLE,
 };
 
 use crate::check::Prober;
@@ -244,11 +244,8 @@ unsafe fn worker_slot(cycle: &ngx_cycle_t) -> (u32, u32) {
     if unsafe { ngx_process } as u32 == NGX_PROCESS_SINGLE {
         return (0, 1);
     }
-    // SAFETY: the core module's conf is always present.
-    let workers = unsafe {
-        let ccf = (*cycle.conf_ctx.add(ngx_core_module.index)).cast::<ngx_core_conf_t>();
-        ccf.as_ref().map_or(1, |c| c.worker_processes.max(1))
-    };
+    // SAFETY: per the contract.
+    let workers = unsafe { crate::ffi::worker_processes(cycle) };
     // SAFETY: set by nginx for worker processes.
     (unsafe { ngx_worker } as u32, workers as u32)
 }

@@ -349,6 +349,7 @@ impl Job {
             generation,
             now_ms: unix_ms(),
             dropped_events,
+            check_connections: crate::check::held_connections() as u64,
         };
         let mut counts = Counts::default();
         for r in &self.rows {

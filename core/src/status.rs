@@ -435,6 +435,9 @@ pub struct Meta {
     pub now_ms: u64,
     /// `check_log` lines not written, both zones (JSON's `dropped_events`).
     pub dropped_events: u64,
+    /// Connections the checks of the worker rendering the page hold (JSON's
+    /// `check_connections`).
+    pub check_connections: u64,
 }
 
 /// Append the whole response body to `out` (HTML without auto-refresh).

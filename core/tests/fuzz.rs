@@ -2393,7 +2393,7 @@ proptest! {
                            generation in edge_u64(),
                            now_ms in edge_u64()) {
         let rows = borrow(&owned);
-        let meta = Meta { generation, now_ms, dropped_events: 0 };
+        let meta = Meta { generation, now_ms, dropped_events: 0, check_connections: 0 };
         for format in Format::ALL {
             let query = Query { format: Some(format), filter, refresh, histogram, c_shapes: false };
             let body = render(format, &query, &meta, &rows);
@@ -2428,7 +2428,7 @@ proptest! {
                                            generation in edge_u64(),
                                            now_ms in edge_u64()) {
         let rows = borrow(&owned);
-        let meta = Meta { generation, now_ms, dropped_events: 0 };
+        let meta = Meta { generation, now_ms, dropped_events: 0, check_connections: 0 };
         // Page order: http rows, then stream rows, each in the given order.
         let ordered: Vec<PeerRow> = rows
             .iter()
@@ -3161,6 +3161,7 @@ fn render_huge_times() {
             generation: u64::MAX,
             now_ms,
             dropped_events: u64::MAX,
+            check_connections: u64::MAX,
         };
         for format in Format::ALL {
             let query = Query {

@@ -67,6 +67,11 @@ use self::watch::WatchBox;
 pub use self::watch::WithContext;
 use crate::worker::Context;
 
+/// Connections this worker's checks hold now (`check_max_connections`).
+pub fn held_connections() -> usize {
+    inflight::HELD.get()
+}
+
 /// The probes of one worker and one context.
 pub struct Prober {
     probes: Vec<ProbeBox>,

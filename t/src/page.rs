@@ -195,6 +195,7 @@ pub fn parse_json(body: &str, what: &str) -> Page {
     assert_eq!(
         keys,
         [
+            "check_connections",
             "down",
             "dropped_events",
             "generation",
@@ -208,6 +209,10 @@ pub fn parse_json(body: &str, what: &str) -> Page {
     assert!(
         servers["dropped_events"].is_u64(),
         "{what}: dropped_events is a count"
+    );
+    assert!(
+        servers["check_connections"].is_u64(),
+        "{what}: check_connections is a count"
     );
     let num = |k: &str| {
         v["servers"][k]

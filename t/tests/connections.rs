@@ -74,4 +74,48 @@ fn checks_hold_at_most_their_share_and_clients_are_served() {
     );
     let s = status_json(port).expect("status");
     assert!(s.peers(Kind::Http).iter().all(|p| p["fails_total"] == 0));
+    // The status page shows what the worker's checks hold.
+    let held = s.0["servers"]["check_connections"].as_u64().expect("check_connections");
+    assert!(
+        (200..=256 + 32).contains(&held),
+        "check_connections {held} (share: 256 kept, 32 in flight)"
+    );
+}
+
+/// `nginx -t` warns when the peers that keep their check connection are
+/// more, per worker, than `check_max_connections` lets a worker hold;
+/// it stays quiet when they fit (here: over 2 workers, or with a larger
+/// limit).
+#[test]
+fn nginx_t_warns_when_kept_peers_exceed_the_share() {
+    let servers: String = (0..PEERS)
+        .map(|i| format!("        server 127.0.0.1:{};\n", 20000 + i))
+        .collect();
+    let conf = |extra: &str| {
+        healthcheck_t::conf::http_conf(
+            healthcheck_t::free_port(),
+            &format!(
+                "    check_shm_size 16m;{extra}
+    upstream many {{
+{servers}        check type=http interval=2000 reuse=on;
+    }}\n"
+            ),
+        )
+    };
+    let (rc, out) = Builder::default().worker_connections(512).test_config(&conf(""));
+    assert_eq!(rc, 0, "{out}");
+    let want = "[warn] 800 peers per worker keep their check connection (reuse= or keepalive=; \
+                800 in this http block over 1 worker process), more than check_max_connections \
+                lets a worker hold (256, 50% of worker_connections 512): the others are checked \
+                on a new connection each round; raise worker_connections or \
+                check_max_connections";
+    assert!(out.contains(want), "{out}");
+    for (b, extra) in [
+        (Builder::default().worker_connections(512).workers(4), ""),
+        (Builder::default().worker_connections(512), "\n    check_max_connections 800;"),
+    ] {
+        let (rc, out) = b.test_config(&conf(extra));
+        assert_eq!(rc, 0, "{out}");
+        assert!(!out.contains("keep their check connection"), "{extra}: {out}");
+    }
 }

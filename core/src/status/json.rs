@@ -3,6 +3,7 @@
 //! ```text
 //! {"servers": {
 //!   "total": 2, "up": 1, "down": 1, "generation": 3, "dropped_events": 0,
+//!   "check_connections": 1,
 //!   "http": [
 //!     {"index": 0, "upstream": "web", "name": "127.0.0.1:8081", "status": "up", ...},
 //!     ...
@@ -48,6 +49,8 @@ pub(super) fn head(meta: &Meta, counts: &Counts, out: &mut Vec<u8>) {
     push_u64(out, meta.generation);
     out.extend_from_slice(b", \"dropped_events\": ");
     push_u64(out, meta.dropped_events);
+    out.extend_from_slice(b", \"check_connections\": ");
+    push_u64(out, meta.check_connections);
 }
 
 /// Open `group`'s array.

@@ -34,18 +34,18 @@ fn json_exact() {
          "selectable": 1, "fail_open": false}]);
     assert_eq!(
         v,
-        json!({"servers": {"total": 3, "up": 2, "down": 1, "generation": 3, "dropped_events": 0,
+        json!({"servers": {"total": 3, "up": 2, "down": 1, "generation": 3, "dropped_events": 0, "check_connections": 0,
             "http": [up0.clone(), down1.clone()], "stream": [s0.clone()]},
             "upstreams": upstreams})
     );
     assert_eq!(
         json_of(&sample(), Some(Filter::Up)),
-        json!({"servers": {"total": 2, "up": 2, "down": 0, "generation": 3, "dropped_events": 0,
+        json!({"servers": {"total": 2, "up": 2, "down": 0, "generation": 3, "dropped_events": 0, "check_connections": 0,
             "http": [up0], "stream": [s0]}, "upstreams": upstreams})
     );
     assert_eq!(
         json_of(&sample(), Some(Filter::Down)),
-        json!({"servers": {"total": 1, "up": 0, "down": 1, "generation": 3, "dropped_events": 0,
+        json!({"servers": {"total": 1, "up": 0, "down": 1, "generation": 3, "dropped_events": 0, "check_connections": 0,
             "http": [down1], "stream": []}, "upstreams": upstreams})
     );
     // Field order: the C module's fields first, then ours.
@@ -77,7 +77,7 @@ fn json_exact() {
         .collect();
     assert!(pos.windows(2).all(|w| w[0] < w[1]), "{line}");
     assert!(body.starts_with(
-        "{\"servers\": {\n  \"total\": 3, \"up\": 2, \"down\": 1, \"generation\": 3, \"dropped_events\": 0,\n"
+        "{\"servers\": {\n  \"total\": 3, \"up\": 2, \"down\": 1, \"generation\": 3, \"dropped_events\": 0, \"check_connections\": 0,\n"
     ));
 }
 
@@ -125,7 +125,7 @@ fn json_empty() {
         let v = json_of(&[], filter);
         assert_eq!(
             v,
-            json!({"servers": {"total": 0, "up": 0, "down": 0, "generation": 3, "dropped_events": 0, "http": [], "stream": []},
+            json!({"servers": {"total": 0, "up": 0, "down": 0, "generation": 3, "dropped_events": 0, "check_connections": 0, "http": [], "stream": []},
                 "upstreams": []})
         );
     }

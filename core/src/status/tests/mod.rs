@@ -48,6 +48,7 @@ const META: Meta = Meta {
     generation: 3,
     now_ms: 1_700_000_192_123,
     dropped_events: 0,
+    check_connections: 0,
 };
 
 /// http: web/127.0.0.1:8081 up, web/127.0.0.1:8082 down;
