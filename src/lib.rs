@@ -135,7 +135,7 @@ const fn check_status(name: ngx::ffi::ngx_str_t) -> Directive {
 
 /// The module's directives, each said once: the http and stream tables are
 /// made from this list (docs/directives.md documents each).
-const DIRECTIVES: [Directive; 44] = {
+const DIRECTIVES: [Directive; 45] = {
     use core::mem::offset_of;
     use NGX_CONF_1MORE as MORE;
     use NGX_CONF_TAKE1 as ONE;
@@ -321,6 +321,14 @@ const DIRECTIVES: [Directive; 44] = {
                 ngx_string!("check_ssl_verify_depth"),
                 ONE,
                 tls::ngx_upstream_check_ssl_verify_depth,
+            )
+        },
+        Directive {
+            offset: tls,
+            ..ups(
+                ngx_string!("check_ssl_verify_interval"),
+                ONE,
+                tls::ngx_upstream_check_ssl_verify_interval,
             )
         },
         Directive {

@@ -1,7 +1,6 @@
 //! The `healthcheck_status` content handler: copy a snapshot of every peer
 //! out of the shared zones, render it with `healthcheck_core`, and send it.
-//! No lock is taken: each slot is read under its sequence counter, so each
-//! row is consistent.
+//! No lock is taken: each slot is read under its sequence counter.
 //!
 //! A big page (10 000 peers) is built over several event-loop turns, about
 //! [`STEP_BUDGET`] of work per turn, so the worker keeps serving proxied

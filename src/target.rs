@@ -77,6 +77,8 @@ pub struct TlsCheck {
     pub verify: bool,
     /// `check_ssl_session_reuse`.
     pub session_reuse: bool,
+    /// `check_ssl_verify_interval`, ms.
+    pub verify_interval_ms: u64,
 }
 
 impl TlsCheck {
@@ -88,6 +90,9 @@ impl TlsCheck {
             name: t.name.clone(),
             verify: t.verify.unwrap_or(false),
             session_reuse: t.session_reuse.unwrap_or(true),
+            verify_interval_ms: t
+                .verify_interval
+                .unwrap_or(healthcheck_core::conf::tls::VERIFY_INTERVAL_DEFAULT_MS),
         })
     }
 }

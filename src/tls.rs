@@ -53,6 +53,7 @@ pub struct TlsConf {
     pub protocols: Option<u32>,
     pub ciphers: Option<Vec<u8>>,
     pub session_reuse: Option<bool>,
+    pub verify_interval: Option<u64>,
     /// Each directive given, where it was written, in order.
     pub locs: Vec<(&'static str, ConfLoc)>,
     /// The SSL context, once the configuration is complete.
@@ -258,6 +259,7 @@ tls_directives! {
     ngx_upstream_check_ssl_verify: "check_ssl_verify", verify, ct::parse_flag;
     ngx_upstream_check_ssl_trusted_certificate: "check_ssl_trusted_certificate", trusted, ct::parse_text;
     ngx_upstream_check_ssl_verify_depth: "check_ssl_verify_depth", depth, |_, a| ct::parse_verify_depth(a);
+    ngx_upstream_check_ssl_verify_interval: "check_ssl_verify_interval", verify_interval, |_, a| ct::parse_verify_interval(a);
     ngx_upstream_check_ssl_certificate: "check_ssl_certificate", certificate, ct::parse_text;
     ngx_upstream_check_ssl_certificate_key: "check_ssl_certificate_key", key, ct::parse_text;
     ngx_upstream_check_ssl_protocols: "check_ssl_protocols", protocols, |_, a| ct::parse_protocols(a);

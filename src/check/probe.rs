@@ -153,7 +153,7 @@ impl ProbeBox {
                     healthcheck_core::tls::sni(c.server_name, name, &host),
                     c.verify
                         .then(|| healthcheck_core::tls::verify_name(name, &host)),
-                    c.session_reuse,
+                    (c.session_reuse, c.verify_interval_ms),
                     t.check.is_h2(),
                 )
             }),
@@ -375,8 +375,12 @@ impl Probe {
     /// Take the kept connection for the round starting at `now` if it may
     /// serve it (then the round runs on it).
     pub fn take_kept(&mut self, now: u64) -> bool {
+        let mut period_ms = self.check.conf.rehandshake_ms.unwrap_or(0);
+        if let Some(t) = self.tls.as_ref() {
+            period_ms = t.verify_period(period_ms);
+        }
         let policy = kept::Policy {
-            period_ms: self.check.conf.rehandshake_ms.unwrap_or(0),
+            period_ms,
             max_rounds: self.max_rounds(),
             pending_data_ok: self.kind.reuse_with_pending_data(),
         };

@@ -23,10 +23,11 @@ use healthcheck_core::reason::Reason;
 use ngx::ffi::{
     ngx_connection_t, ngx_create_pool, ngx_int_t, ngx_log_t, ngx_ssl_check_host,
     ngx_ssl_create_connection, ngx_ssl_get_session, ngx_ssl_handshake, ngx_ssl_set_session,
-    ngx_ssl_t, ngx_str_t, ngx_uint_t, SSL_SESSION_free, SSL_ctrl, SSL_get0_alpn_selected,
-    SSL_get1_peer_certificate, SSL_get_verify_result, SSL_session_reused, SSL_set_alpn_protos,
-    TLSEXT_NAMETYPE_host_name, X509_check_ip_asc, X509_free, X509_verify_cert_error_string,
-    NGX_AGAIN, NGX_OK, NGX_SSL_CLIENT, SSL_CTRL_CLEAR_MODE, SSL_CTRL_SET_MAX_SEND_FRAGMENT,
+    ngx_ssl_t, ngx_str_t, ngx_uint_t, SSL_SESSION_free, SSL_SESSION_get0_peer, SSL_ctrl,
+    SSL_get0_alpn_selected, SSL_get1_peer_certificate, SSL_get_verify_result, SSL_session_reused,
+    SSL_set_alpn_protos, TLSEXT_NAMETYPE_host_name, X509_check_ip_asc, X509_cmp_current_time,
+    X509_free, X509_get0_notAfter, X509_verify_cert_error_string, NGX_AGAIN, NGX_OK,
+    NGX_SSL_CLIENT, SSL_CTRL_CLEAR_MODE, SSL_CTRL_SET_MAX_SEND_FRAGMENT,
     SSL_CTRL_SET_TLSEXT_HOSTNAME, SSL_MODE_RELEASE_BUFFERS, SSL_SESSION, X509_V_OK,
 };
 
@@ -54,6 +55,12 @@ pub struct Tls {
     verify: Option<Vec<u8>>,
     /// `check_ssl_session_reuse`.
     reuse: bool,
+    /// `check_ssl_verify_interval`: with `verify`, a session is resumed
+    /// only this long after the full handshake that verified the
+    /// certificate (ms).
+    verify_interval_ms: u64,
+    /// When the last full handshake verified the certificate (nginx ms).
+    verified_ms: u64,
     /// Offer ALPN `h2` and require it (grpcs, https with
     /// `check_http_version 2`).
     h2: bool,
@@ -70,7 +77,7 @@ impl Tls {
         ssl: *mut ngx_ssl_t,
         sni: Option<&[u8]>,
         verify: Option<&[u8]>,
-        reuse: bool,
+        (reuse, verify_interval_ms): (bool, u64),
         h2: bool,
     ) -> Tls {
         Tls {
@@ -78,10 +85,45 @@ impl Tls {
             sni: sni.and_then(|n| CString::new(n).ok()),
             verify: verify.map(<[u8]>::to_vec),
             reuse,
+            verify_interval_ms,
+            verified_ms: 0,
             h2,
             session: ptr::null_mut(),
             resumed: false,
             detail: None,
+        }
+    }
+
+    /// With `check_ssl_verify on`, a resumed handshake skips the
+    /// certificate: the session is dropped (the round makes a full
+    /// handshake) once `check_ssl_verify_interval` has passed since the
+    /// full handshake that verified it, or when the certificate it holds
+    /// has expired since.
+    fn must_verify_again(&mut self) -> bool {
+        if self.verify.is_none() || self.session.is_null() {
+            return false;
+        }
+        let age = crate::ffi::monotonic_ms().saturating_sub(self.verified_ms);
+        // SAFETY: the session this struct owns; its peer certificate (if
+        // any) and that certificate's notAfter live as long as it.
+        let expired = unsafe {
+            let x = SSL_SESSION_get0_peer(self.session);
+            x.is_null() || X509_cmp_current_time(X509_get0_notAfter(x)) <= 0
+        };
+        let again = self.verified_ms == 0 || age >= self.verify_interval_ms || expired;
+        if again {
+            self.set_session(ptr::null_mut());
+        }
+        again
+    }
+
+    /// A kept connection's rehandshake period `period_ms`, with
+    /// `check_ssl_verify on` at most `check_ssl_verify_interval`: its
+    /// certificate was verified when it was made.
+    pub fn verify_period(&self, period_ms: u64) -> u64 {
+        match self.verify {
+            Some(_) => period_ms.min(self.verify_interval_ms),
+            None => period_ms,
         }
     }
 
@@ -167,7 +209,7 @@ impl Tls {
             }
             if self.reuse {
                 (*sc).save_session = Some(ngx_healthcheck_tls_save_session);
-                if !self.session.is_null() {
+                if !self.session.is_null() && !self.must_verify_again() {
                     // A session the server no longer knows just means a full
                     // handshake.
                     ngx_ssl_set_session(raw, self.session);
@@ -258,6 +300,9 @@ impl Tls {
                     String::from_utf8_lossy(name)
                 ));
                 return Handshake::Failed(Outcome::Down(Reason::TlsVerify));
+            }
+            if !t.resumed {
+                t.verified_ms = crate::ffi::monotonic_ms();
             }
         }
         if t.h2 {

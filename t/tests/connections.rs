@@ -75,7 +75,9 @@ fn checks_hold_at_most_their_share_and_clients_are_served() {
     let s = status_json(port).expect("status");
     assert!(s.peers(Kind::Http).iter().all(|p| p["fails_total"] == 0));
     // The status page shows what the worker's checks hold.
-    let held = s.0["servers"]["check_connections"].as_u64().expect("check_connections");
+    let held = s.0["servers"]["check_connections"]
+        .as_u64()
+        .expect("check_connections");
     assert!(
         (200..=256 + 32).contains(&held),
         "check_connections {held} (share: 256 kept, 32 in flight)"
@@ -102,7 +104,9 @@ fn nginx_t_warns_when_kept_peers_exceed_the_share() {
             ),
         )
     };
-    let (rc, out) = Builder::default().worker_connections(512).test_config(&conf(""));
+    let (rc, out) = Builder::default()
+        .worker_connections(512)
+        .test_config(&conf(""));
     assert_eq!(rc, 0, "{out}");
     let want = "[warn] 800 peers per worker keep their check connection (reuse= or keepalive=; \
                 800 in this http block over 1 worker process), more than check_max_connections \
@@ -112,10 +116,16 @@ fn nginx_t_warns_when_kept_peers_exceed_the_share() {
     assert!(out.contains(want), "{out}");
     for (b, extra) in [
         (Builder::default().worker_connections(512).workers(4), ""),
-        (Builder::default().worker_connections(512), "\n    check_max_connections 800;"),
+        (
+            Builder::default().worker_connections(512),
+            "\n    check_max_connections 800;",
+        ),
     ] {
         let (rc, out) = b.test_config(&conf(extra));
         assert_eq!(rc, 0, "{out}");
-        assert!(!out.contains("keep their check connection"), "{extra}: {out}");
+        assert!(
+            !out.contains("keep their check connection"),
+            "{extra}: {out}"
+        );
     }
 }

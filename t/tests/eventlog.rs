@@ -170,8 +170,14 @@ fn every_transition_is_one_line_across_two_workers() {
     b.set_mode(Mode::Refuse);
     let evs = wait_event(&log, &k("web", &bn, "up", "down", "check"));
     let down = the(&evs, &k("web", &bn, "up", "down", "check"));
-    assert_eq!(down["reason"], "refused", "{down}");
-    assert_eq!(down["detail"], "connection refused", "{down}");
+    // Refused; or reset, when a round had connected into the listener's
+    // queue just before it closed (the kernel resets those connections).
+    let detail = match down["reason"].as_str() {
+        Some("refused") => "connection refused",
+        Some("reset") => "connection reset by peer",
+        other => panic!("reason {other:?}: {down}"),
+    };
+    assert_eq!(down["detail"], detail, "{down}");
     assert_eq!(down["upstream_type"], "http", "{down}");
     assert_eq!(down["server"], bn.as_str(), "{down}");
     assert!(down["checks"].as_u64().is_some_and(|n| n >= 1), "{down}");

@@ -68,6 +68,24 @@ pub fn parse_verify_depth(args: &[&[u8]]) -> Result<u32, ConfError> {
     }
 }
 
+/// `check_ssl_verify_interval`'s default: 1 h, in ms.
+pub const VERIFY_INTERVAL_DEFAULT_MS: u64 = 3_600_000;
+
+/// `check_ssl_verify_interval TIME`: nginx time syntax (`500ms`, `10s`,
+/// `1h`), from 1 ms to 7 days; in ms.
+pub fn parse_verify_interval(args: &[&[u8]]) -> Result<u64, ConfError> {
+    const D: &str = "check_ssl_verify_interval";
+    let a = one(D, args)?;
+    match super::time::parse_time(a, false) {
+        Some(ms) if (1..=super::PERIOD_MAX_MS).contains(&ms) => Ok(ms),
+        _ => Err(ConfError(format!(
+            "invalid value \"{}\" in \"{D}\" directive: it must be a time from 1ms to 7d \
+             (500ms, 30s, 1h)",
+            printable(a)
+        ))),
+    }
+}
+
 /// `check_ssl_protocols NAME ...`: nginx's names, each at most once.
 pub fn parse_protocols(args: &[&[u8]]) -> Result<u32, ConfError> {
     const D: &str = "check_ssl_protocols";
@@ -135,6 +153,19 @@ mod tests {
         );
         assert!(err(parse_text("check_ssl_name", &[b""])).contains("must not be empty"));
         assert!(err(parse_text("check_ssl_name", &[b"a\0b"])).contains("must not be empty"));
+        assert_eq!(parse_verify_interval(&[b"1h"]), Ok(3_600_000));
+        assert_eq!(parse_verify_interval(&[b"2s"]), Ok(2_000));
+        assert_eq!(parse_verify_interval(&[b"500ms"]), Ok(500));
+        for bad in [&b"0"[..], b"8d", b"-1s", b"soon", b""] {
+            assert_eq!(
+                err(parse_verify_interval(&[bad])),
+                format!(
+                    "invalid value \"{}\" in \"check_ssl_verify_interval\" directive: it must \
+                     be a time from 1ms to 7d (500ms, 30s, 1h)",
+                    String::from_utf8_lossy(bad)
+                )
+            );
+        }
         assert_eq!(parse_verify_depth(&[b"0"]), Ok(0));
         assert_eq!(parse_verify_depth(&[b"100"]), Ok(100));
         assert_eq!(
