@@ -116,6 +116,11 @@ pub struct UpsConf {
     /// defaults differ).
     pub written: cc::Written,
     pub keepalive_requests: Setting<u32>,
+    /// `check_keepalive_time`, ms.
+    pub keepalive_time: Setting<u64>,
+    /// The `check` line's arguments, parsed again once the block is
+    /// complete when `check_keepalive_time` is set (`crate::finish`).
+    pub check_args: Vec<Vec<u8>>,
     pub vnswrr: Option<VnswrrConf>,
     pub http: HttpConf,
     /// The `check_ssl_*` directives and the SSL context (`crate::tls`
@@ -236,6 +241,10 @@ setting_directives! {
     ngx_upstream_check_keepalive_requests: UpsConf, "check_keepalive_requests",
         keepalive_requests, Repeat::Refuse,
         |_cf, args| cc::parse_keepalive_requests(one("check_keepalive_requests", args)?);
+    /// `check_keepalive_time TIME;` in an upstream block.
+    ngx_upstream_check_keepalive_time: UpsConf, "check_keepalive_time", keepalive_time,
+        Repeat::Refuse,
+        |_cf, args| cc::parse_keepalive_time(one("check_keepalive_time", args)?);
     /// `check_fail_open off|on|N%;` in an upstream block.
     ngx_upstream_check_fail_open: UpsConf, "check_fail_open", fail_open, Repeat::Refuse,
         |_cf, args| cc::parse_fail_open(args);
@@ -286,6 +295,7 @@ pub unsafe extern "C" fn ngx_upstream_check(
     unsafe {
         run::<UpsConf>(cf, cmd, conf, |cf, c, args| {
             let checked = cc::parse_check_warned(args)?;
+            c.check_args = args.iter().map(|a| a.to_vec()).collect();
             c.check
                 .set(cf, "check", Repeat::Last, || Ok(checked.conf))?;
             c.written = checked.written;

@@ -72,14 +72,40 @@ pub unsafe fn context(
         let Some(c) = (unsafe { u.conf.as_mut() }) else {
             continue;
         };
+        // `check_keepalive_time`: the line again, with it as the default
+        // rehandshake period.
+        if let (Some(&kt), Some(k)) = (c.keepalive_time.get(), c.check.get()) {
+            if kt <= k.interval_ms {
+                let msg = format!(
+                    "check_keepalive_time ({kt} ms) must be greater than the check's \
+                     interval ({} ms): a kept connection would serve no second round",
+                    k.interval_ms
+                );
+                // SAFETY: valid log.
+                unsafe { log_at(NGX_LOG_EMERG, log, &c.keepalive_time.loc, &msg) };
+                return Err(());
+            }
+            let args: Vec<&[u8]> = c.check_args.iter().map(Vec::as_slice).collect();
+            match cc::parse_check_with(&args, Some(kt)) {
+                Ok(checked) => c.check.value = Some(checked.conf),
+                Err(e) => {
+                    // SAFETY: valid log.
+                    unsafe { log_at(NGX_LOG_EMERG, log, &c.check.loc, &e.0) };
+                    return Err(());
+                }
+            }
+        }
         // `check_keepalive_requests n > 1` keeps an http check's
         // connection, as the C modules do.
         let kept = c
             .check
             .get()
             .and_then(|k| cc::keepalive_reuse(k, c.written, c.keepalive_requests.get().copied()));
-        if kept.is_some() {
-            c.check.value = kept;
+        if let Some(mut k) = kept {
+            if let Some(&kt) = c.keepalive_time.get() {
+                k.rehandshake_ms = Some(kt);
+            }
+            c.check.value = Some(k);
         }
     }
     mcf.kept_peers = (0, ConfLoc::default());

@@ -26,6 +26,7 @@ mod process;
 mod regex;
 mod resolved;
 mod selection;
+mod sharing;
 mod shm;
 mod statefile;
 mod status;
@@ -135,7 +136,7 @@ const fn check_status(name: ngx::ffi::ngx_str_t) -> Directive {
 
 /// The module's directives, each said once: the http and stream tables are
 /// made from this list (docs/directives.md documents each).
-const DIRECTIVES: [Directive; 45] = {
+const DIRECTIVES: [Directive; 46] = {
     use core::mem::offset_of;
     use NGX_CONF_1MORE as MORE;
     use NGX_CONF_TAKE1 as ONE;
@@ -225,6 +226,11 @@ const DIRECTIVES: [Directive; 45] = {
             ngx_string!("check_keepalive_requests"),
             ONE,
             conf::ngx_upstream_check_keepalive_requests,
+        ),
+        ups(
+            ngx_string!("check_keepalive_time"),
+            ONE,
+            conf::ngx_upstream_check_keepalive_time,
         ),
         Directive {
             name: ngx_string!("check_match"),

@@ -232,6 +232,18 @@ unsafe fn build_worker(cycle: &ngx_cycle_t) -> Worker {
             Group::Stream => w.stream = ctx,
         }
     }
+    // The configured rows of each context with a zone (resolved addresses
+    // are not in `targets`).
+    fn rows(c: &Context) -> &[crate::target::Target] {
+        match c.zone {
+            Some(_) => &c.targets,
+            None => &[],
+        }
+    }
+    w.sharing = crate::sharing::Sharing::build([
+        (Group::Http, rows(&w.http)),
+        (Group::Stream, rows(&w.stream)),
+    ]);
     w
 }
 
@@ -294,14 +306,6 @@ unsafe fn start_probes(cycle: &ngx_cycle_t, w: &Worker) -> Vec<Prober> {
     [Group::Http, Group::Stream]
         .into_iter()
         // SAFETY: per the contract; both logs live for the process.
-        .map(|proto| unsafe {
-            Prober::start(
-                proto,
-                w.context(proto),
-                slot,
-                (cycle.log, conn_log),
-                with_context,
-            )
-        })
+        .map(|proto| unsafe { Prober::start(proto, w, slot, (cycle.log, conn_log), with_context) })
         .collect()
 }

@@ -4,6 +4,7 @@
 //! (`crate::worker`), read by the probe engine and the status page.
 
 use core::cell::RefCell;
+use core::mem::{offset_of, size_of};
 use std::rc::Rc;
 
 use healthcheck_core::conf::{CheckConf, CheckType, FailOpen, StatusClasses, BUFFER_SIZE_DEFAULT};
@@ -201,6 +202,59 @@ impl UpstreamCheck {
         }
     }
 
+    /// Whether a round of `self` and one of `o` to the same address and
+    /// `server` line are the same round: every setting a round uses is
+    /// equal (the upstream's own ones, fail-open, the event log, the
+    /// limits, may differ). The condition of a shared probe.
+    pub fn probes_like(&self, o: &UpstreamCheck) -> bool {
+        let http = match (&self.http, &o.http) {
+            (None, None) => true,
+            (Some(a), Some(b)) => {
+                a.send == b.send && a.request == b.request && a.expect_alive == b.expect_alive
+            }
+            _ => false,
+        };
+        let matcher = match (&self.matcher, &o.matcher) {
+            (None, None) => true,
+            (Some(a), Some(b)) => Rc::ptr_eq(a, b) || a.block == b.block,
+            _ => false,
+        };
+        let tls = match (&self.tls, &o.tls) {
+            (None, None) => true,
+            // One SSL context per distinct set of settings in a context.
+            (Some(a), Some(b)) => {
+                a.ssl == b.ssl
+                    && a.server_name == b.server_name
+                    && a.name == b.name
+                    && a.verify == b.verify
+                    && a.session_reuse == b.session_reuse
+                    && a.verify_interval_ms == b.verify_interval_ms
+            }
+            _ => false,
+        };
+        let grpc = match (&self.grpc, &o.grpc) {
+            (None, None) => true,
+            (Some(a), Some(b)) => a.service == b.service && a.extra_pass == b.extra_pass,
+            _ => false,
+        };
+        // `passive_fall` and `default_down` are the rows' own.
+        let round = |c: &CheckConf| CheckConf {
+            passive_fall: 0,
+            default_down: false,
+            ..c.clone()
+        };
+        round(&self.conf) == round(&o.conf)
+            && self.conf.shared
+            && self.keepalive_requests == o.keepalive_requests
+            && self.buffer_size == o.buffer_size
+            && self.fastcgi_request == o.fastcgi_request
+            && self.http2 == o.http2
+            && http
+            && matcher
+            && tls
+            && grpc
+    }
+
     /// Whether the rounds speak HTTP/2 (grpc, or http with
     /// `check_http_version 2`).
     pub fn is_h2(&self) -> bool {
@@ -351,6 +405,7 @@ fn implied_block(t: CheckType, h: &HttpConf) -> Option<Rc<CompiledMatch>> {
 }
 
 /// One checked peer as the worker sees it.
+#[derive(Clone)]
 pub struct Target {
     /// Index in the status output and in the zone (per context).
     pub index: u32,
@@ -363,5 +418,38 @@ impl Target {
     pub fn upstream_bytes(&self) -> &[u8] {
         // SAFETY: the upstream name lives in the cycle pool.
         unsafe { str_bytes(&self.upstream) }
+    }
+
+    /// A copy of the peer's address, with the check port when `port=` is set.
+    pub fn check_address(&self) -> Box<[u8]> {
+        let t = self;
+        let len = t.peer.socklen as usize;
+        // SAFETY: rr peers hold a valid sockaddr of `socklen` bytes.
+        let mut addr: Box<[u8]> =
+            unsafe { core::slice::from_raw_parts(t.peer.sockaddr.cast::<u8>(), len) }.into();
+        let port = t.check.conf.port;
+        if port != 0 {
+            let be = port.to_be_bytes();
+            // sin_port and sin6_port both sit right after the 2-byte family.
+            let family = if len >= size_of::<libc::sockaddr>() {
+                // SAFETY: at least a sockaddr header; read unaligned.
+                i32::from(
+                    unsafe { addr.as_ptr().cast::<libc::sockaddr>().read_unaligned() }.sa_family,
+                )
+            } else {
+                0
+            };
+            let fits = match family {
+                libc::AF_INET => len >= size_of::<libc::sockaddr_in>(),
+                libc::AF_INET6 => len >= size_of::<libc::sockaddr_in6>(),
+                _ => false,
+            };
+            if fits {
+                let at = offset_of!(libc::sockaddr_in, sin_port);
+                debug_assert_eq!(at, offset_of!(libc::sockaddr_in6, sin6_port));
+                addr[at..at + 2].copy_from_slice(&be);
+            }
+        }
+        addr
     }
 }

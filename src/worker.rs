@@ -392,6 +392,8 @@ impl Context {
 pub struct Worker {
     pub http: Context,
     pub stream: Context,
+    /// The rows that share a probe (`crate::sharing`).
+    pub sharing: crate::sharing::Sharing,
 }
 
 impl Worker {

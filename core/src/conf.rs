@@ -30,15 +30,16 @@ pub mod tls;
 
 use std::fmt;
 
-pub use check::{parse_check, parse_check_warned, Checked, Written};
+pub use check::{parse_check, parse_check_warned, parse_check_with, Checked, Written};
 pub use context::{
     finish_context, keepalive_reuse, Diagnostic, Directive, Finished, HttpDirectives, PeerFacts,
     TlsDirectives, UpstreamFacts, ZoneLayout, RESOLVE_ROOM,
 };
 pub use directives::{
     parse_check_status, parse_fail_open, parse_fastcgi_param, parse_keepalive_requests,
-    parse_max_connections, parse_max_inflight, parse_shm_size, parse_state_file,
-    parse_status_directive, parse_vnswrr, refused_directive, StatusConf, VnswrrConf,
+    parse_keepalive_time, parse_max_connections, parse_max_inflight, parse_shm_size,
+    parse_state_file, parse_status_directive, parse_vnswrr, refused_directive, StatusConf,
+    VnswrrConf,
 };
 pub use escape::unescape;
 pub use grpc::{parse_grpc_service, parse_grpc_status, parse_http_version, HttpVersion};
@@ -481,6 +482,9 @@ pub struct CheckConf {
     /// `passive_fall`: consecutive failed proxied attempts that mark the
     /// peer down; 0 = off.
     pub passive_fall: u32,
+    /// `shared` (default on): a peer of the same address and settings in
+    /// another upstream shares this one's probe.
+    pub shared: bool,
 }
 
 impl CheckConf {

@@ -3,6 +3,9 @@
 //! once ("places"), at most `cap` rounds starting in one millisecond of
 //! the event loop's clock (the "budget"), and the rounds past either bound
 //! waiting in one queue, oldest first, none dropped. `cap` 0: no bound.
+//! When rounds waited while the clock moved on by `d` ms (a worker whose
+//! turns are long, under load), `cap x d` of them may start at once (at
+//! most [`MAX_CATCH_UP_MS`] ms' worth): the checks keep their rate.
 //! The worker's gate (nginx events) drives this; it knows no time but the
 //! millisecond it is given.
 
@@ -30,13 +33,16 @@ pub enum Wake {
     OnLeave,
 }
 
+/// The most milliseconds of starts rounds that waited may catch up on.
+pub const MAX_CATCH_UP_MS: u64 = 1000;
+
 /// The places, the budget and the queue of one gate.
 #[derive(Debug)]
 pub struct Limiter<T> {
     cap: usize,
     busy: usize,
-    /// Rounds started in millisecond `.0`.
-    started: (u64, usize),
+    /// Starts left in millisecond `.0`.
+    budget: (u64, usize),
     queue: VecDeque<(T, Wait)>,
 }
 
@@ -45,20 +51,33 @@ impl<T: Copy + PartialEq> Limiter<T> {
         Limiter {
             cap: cap as usize,
             busy: 0,
-            started: (0, 0),
+            budget: (0, cap as usize),
             queue: VecDeque::new(),
         }
     }
 
-    fn budget_left(&self, now: u64) -> bool {
-        self.cap == 0 || self.started.0 != now || self.started.1 < self.cap
+    /// A new millisecond: `cap` starts, or `cap` for each millisecond
+    /// rounds waited through.
+    fn refill(&mut self, now: u64) {
+        let (ms, _) = self.budget;
+        if ms == now {
+            return;
+        }
+        let waited = match self.queue.is_empty() {
+            true => 1,
+            false => now.saturating_sub(ms).clamp(1, MAX_CATCH_UP_MS),
+        };
+        self.budget = (now, self.cap.saturating_mul(waited as usize));
+    }
+
+    fn budget_left(&mut self, now: u64) -> bool {
+        self.refill(now);
+        self.cap == 0 || self.budget.1 > 0
     }
 
     fn spend(&mut self, now: u64) {
-        self.started = match self.started {
-            (ms, n) if ms == now => (now, n + 1),
-            _ => (now, 1),
-        };
+        self.refill(now);
+        self.budget.1 = self.budget.1.saturating_sub(1);
     }
 
     fn place_left(&self) -> bool {
@@ -102,6 +121,7 @@ impl<T: Copy + PartialEq> Limiter<T> {
     /// The oldest waiting round, if it may go on at `now`: counted or
     /// given its place, and out of the queue.
     pub fn next(&mut self, now: u64) -> Option<(T, Wait)> {
+        self.refill(now);
         let &(t, w) = self.queue.front()?;
         match w {
             Wait::Start if self.budget_left(now) => self.spend(now),
@@ -113,13 +133,13 @@ impl<T: Copy + PartialEq> Limiter<T> {
     }
 
     /// When the oldest waiting round may go on, seen at `now`.
-    pub fn wake(&self, now: u64) -> Wake {
-        match self.queue.front() {
+    pub fn wake(&mut self, now: u64) -> Wake {
+        match self.queue.front().map(|&(_, w)| w) {
             None => Wake::Idle,
-            Some((_, Wait::Start)) if self.budget_left(now) => Wake::Ready,
-            Some((_, Wait::Start)) => Wake::NextMs,
-            Some((_, Wait::Open)) if self.place_left() => Wake::Ready,
-            Some((_, Wait::Open)) => Wake::OnLeave,
+            Some(Wait::Start) if self.budget_left(now) => Wake::Ready,
+            Some(Wait::Start) => Wake::NextMs,
+            Some(Wait::Open) if self.place_left() => Wake::Ready,
+            Some(Wait::Open) => Wake::OnLeave,
         }
     }
 
@@ -156,6 +176,25 @@ mod tests {
         assert_eq!(l.next(6), Some((2, Wait::Start)));
         assert_eq!(l.wake(6), Wake::Idle);
         assert!(!l.start(6), "budget of ms 6 spent by the two");
+    }
+
+    /// A worker whose turns are long (500 ms under load): the rounds that
+    /// waited through them start together, at `cap` a millisecond waited.
+    #[test]
+    fn long_turns_catch_up() {
+        let mut l = Limiter::<u32>::new(2);
+        assert!(l.start(10) && l.start(10));
+        for i in 0..100 {
+            l.wait(i, Wait::Start);
+        }
+        let mut went = 0;
+        while l.next(510).is_some() {
+            went += 1;
+        }
+        assert_eq!(went, 100, "2 a ms over 500 ms: all 100");
+        // A fresh burst after an idle time gets `cap`, not the idle time.
+        assert!(l.start(2000) && l.start(2000));
+        assert!(!l.start(2000));
     }
 
     #[test]

@@ -351,6 +351,9 @@ pub struct PeerRow<'a> {
     /// slots add up to more, the cumulative buckets are clamped to it so the
     /// histogram stays monotonic.
     pub duration_count: u64,
+    /// The other rows its probe is shared with (empty: its own probe).
+    /// JSON only.
+    pub shared_with: &'a [SharedRow],
 }
 
 impl PeerRow<'_> {
@@ -424,6 +427,15 @@ pub fn summarize<'a>(rows: &[PeerRow<'a>]) -> Vec<UpstreamSummary<'a>> {
         u.fail_open |= r.fail_open;
     }
     out
+}
+
+/// Another row that shares a peer's probe (JSON's `shared_with`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SharedRow {
+    pub group: Group,
+    /// Its upstream's name, raw bytes.
+    pub upstream: Vec<u8>,
+    pub index: u32,
 }
 
 /// Page-wide values.

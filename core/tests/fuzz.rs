@@ -921,6 +921,7 @@ impl CheckGen {
             match_block,
             // (the model never writes passive_fall: the unit tests cover it)
             passive_fall: 0,
+            shared: true,
         })
     }
 }
@@ -1717,6 +1718,7 @@ fn borrow(owned: &[OwnedRow]) -> Vec<PeerRow<'_>> {
                 tls_resumed: matches!(o.check_type, "https" | "tls").then_some(o.checks),
                 grpc_status: o.checks.checked_rem(17).map(|c| c as u32),
                 period_ms: 1000,
+                shared_with: &[],
                 last_change_ms: o.last_change_ms,
                 last_duration_ms: o.sum,
                 down_since_ms: o.down_since_ms,
@@ -1857,7 +1859,8 @@ fn check_json(
             o.get("grpc_status"),
             Some(&serde_json::json!(r.grpc_status))
         );
-        prop_assert_eq!(o.as_object().map(|m| m.len()), Some(25));
+        prop_assert_eq!(o.get("shared_with"), Some(&serde_json::json!([])));
+        prop_assert_eq!(o.as_object().map(|m| m.len()), Some(26));
     }
     // Key order (serde_json's map does not keep it): each peer is one line,
     // and a key with its `": ` cannot occur inside an escaped string.

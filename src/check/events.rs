@@ -33,7 +33,7 @@ unsafe extern "C" fn ngx_healthcheck_gate_handler(ev: *mut ngx_event_t) {
     };
     while let Some((p, w)) = g.next() {
         // SAFETY: a queued probe is live: it leaves the queue when it stops.
-        let p = unsafe { &mut *p.as_ptr() };
+        let p = unsafe { &mut *p.as_ptr().cast::<Probe>() };
         if !guard(log, "check gate", false, || {
             round::resume(p, w);
             true

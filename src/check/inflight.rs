@@ -13,6 +13,7 @@
 //! upstreams; an upstream with its own `check_max_inflight` has its own.
 
 use core::cell::{Cell, RefCell, UnsafeCell};
+use core::ffi::c_void;
 use core::ptr::{self, NonNull};
 use std::rc::Rc;
 
@@ -23,13 +24,13 @@ use ngx::ffi::{
     ngx_log_t, ngx_post_event, ngx_posted_events,
 };
 
-use super::probe::Probe;
 use crate::ffi::{exiting, monotonic_ms};
 use crate::target::UpstreamCheck;
 
-/// One limit and its queue.
+/// One limit and its queue (of probes, as the opaque pointers nginx's
+/// events carry).
 pub struct Gate {
-    limits: RefCell<Limiter<NonNull<Probe>>>,
+    limits: RefCell<Limiter<NonNull<c_void>>>,
     /// Posted (or a 1 ms timer) when waiting rounds may go on; its `data`
     /// is the gate (an `Rc`'s allocation: it does not move).
     ev: UnsafeCell<ngx_event_t>,
@@ -70,7 +71,7 @@ impl Gate {
 
     /// Queue `p` (after a refused [`start`](Gate::start) or
     /// [`enter`](Gate::enter)).
-    pub fn wait(&self, p: NonNull<Probe>, w: Wait) {
+    pub fn wait(&self, p: NonNull<c_void>, w: Wait) {
         self.limits.borrow_mut().wait(p, w);
         self.wake();
     }
@@ -82,7 +83,7 @@ impl Gate {
     }
 
     /// `p` stops waiting (its probe stops).
-    pub fn forget(&self, p: NonNull<Probe>) {
+    pub fn forget(&self, p: NonNull<c_void>) {
         self.limits.borrow_mut().forget(p);
     }
 
@@ -90,7 +91,7 @@ impl Gate {
     /// given (a start counted, a place taken); None when the oldest must
     /// wait longer (the gate wakes again when it may) or the worker is
     /// exiting.
-    pub fn next(&self) -> Option<(NonNull<Probe>, Wait)> {
+    pub fn next(&self) -> Option<(NonNull<c_void>, Wait)> {
         if exiting() {
             return None;
         }
@@ -105,7 +106,7 @@ impl Gate {
     /// (posted: later in this turn), in 1 ms (a spent budget), or when a
     /// place is given back ([`leave`](Gate::leave)).
     fn wake(&self) {
-        let wake = self.limits.borrow().wake(monotonic_ms());
+        let wake = self.limits.borrow_mut().wake(monotonic_ms());
         let ev = self.ev.get();
         // SAFETY: the gate's event; nginx's posted queue and timers of this
         // process. `Drop` removes it from both.

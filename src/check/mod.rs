@@ -61,11 +61,12 @@ use std::rc::Rc;
 
 use self::events::{GATE_HANDLER, HANDLERS};
 use self::inflight::Gates;
+use self::peer::Follower;
 use self::probe::ProbeBox;
 use self::spares::SPARES;
 use self::watch::WatchBox;
 pub use self::watch::WithContext;
-use crate::worker::Context;
+use crate::worker::Worker;
 
 /// Connections this worker's checks hold now (`check_max_connections`).
 pub fn held_connections() -> usize {
@@ -91,11 +92,12 @@ impl Prober {
     /// Worker process, after the configuration is complete.
     pub unsafe fn start(
         proto: Group,
-        ctx: &Context,
+        w: &Worker,
         slot: (u32, u32),
         logs: (*mut ngx_log_t, *mut ngx_log_t),
         with_context: WithContext,
     ) -> Self {
+        let ctx = w.context(proto);
         let Some(zone) = ctx.zone else {
             return Self {
                 probes: Vec::new(),
@@ -113,9 +115,21 @@ impl Prober {
         let probes = ctx
             .targets
             .iter()
+            // A row another row's probe checks has none of its own.
+            .filter(|t| w.sharing.leader((proto, t.index)).is_none())
             .map(|t| {
                 let gate = (gates.of(&t.check), gates.max_connections);
+                let followers = w
+                    .sharing
+                    .followers((proto, t.index))
+                    .iter()
+                    .filter_map(|&(g, i)| {
+                        let c = w.context(g);
+                        Some(Follower::new(c.targets.get(i as usize)?, g, c.zone?))
+                    })
+                    .collect();
                 ProbeBox::spawn(t, proto, zone, slot, logs, &HANDLERS, gate)
+                    .with_followers(followers)
             })
             .collect();
         let watch = WatchBox::start(

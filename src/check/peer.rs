@@ -1,13 +1,13 @@
 //! The peer a probe checks: where to connect, its names, its slot.
 
-use core::mem::{offset_of, size_of};
+use core::mem::size_of;
 use core::sync::atomic::Ordering;
 
 use healthcheck_core::schedule;
 use healthcheck_core::status::Group;
+use healthcheck_core::zone::Slot;
 use ngx::ffi::ngx_str_t;
 
-use crate::ffi::str_bytes;
 use crate::shm::Zone;
 use crate::target::Target;
 
@@ -41,7 +41,7 @@ impl Peer {
     pub fn new(t: &Target, proto: Group, zone: &Zone, (worker, workers): (u32, u32)) -> Peer {
         let name_buf: Box<[u8]> = t.peer.name_bytes().into();
         Peer {
-            addr: check_address(t),
+            addr: t.check_address(),
             name: ngx_str_t {
                 len: name_buf.len(),
                 data: name_buf.as_ptr().cast_mut(),
@@ -79,39 +79,35 @@ impl Peer {
     pub fn names(&self) -> (&[u8], &[u8]) {
         (&self.name_buf, &self.server_buf)
     }
-
-    pub fn upstream_name(&self) -> String {
-        // SAFETY: the upstream name lives in the cycle pool.
-        String::from_utf8_lossy(unsafe { str_bytes(&self.upstream) }).into_owned()
-    }
 }
 
-/// A copy of the peer's address, with the check port when `port=` is set.
-fn check_address(t: &Target) -> Box<[u8]> {
-    let len = t.peer.socklen as usize;
-    // SAFETY: rr peers hold a valid sockaddr of `socklen` bytes.
-    let mut addr: Box<[u8]> =
-        unsafe { core::slice::from_raw_parts(t.peer.sockaddr.cast::<u8>(), len) }.into();
-    let port = t.check.conf.port;
-    if port != 0 {
-        let be = port.to_be_bytes();
-        // sin_port and sin6_port both sit right after the 2-byte family.
-        let family = if len >= size_of::<libc::sockaddr>() {
-            // SAFETY: at least a sockaddr header; read unaligned.
-            i32::from(unsafe { addr.as_ptr().cast::<libc::sockaddr>().read_unaligned() }.sa_family)
-        } else {
-            0
-        };
-        let fits = match family {
-            libc::AF_INET => len >= size_of::<libc::sockaddr_in>(),
-            libc::AF_INET6 => len >= size_of::<libc::sockaddr_in6>(),
-            _ => false,
-        };
-        if fits {
-            let at = offset_of!(libc::sockaddr_in, sin_port);
-            debug_assert_eq!(at, offset_of!(libc::sockaddr_in6, sin6_port));
-            addr[at..at + 2].copy_from_slice(&be);
+/// A row whose rounds another row's probe runs (`crate::sharing`): the
+/// probe records each round in it too.
+pub struct Follower {
+    pub target: Target,
+    pub proto: Group,
+    pub zone: Zone,
+    /// The slot's identity when the probe was made.
+    identity: u64,
+}
+
+impl Follower {
+    pub fn new(target: &Target, proto: Group, zone: Zone) -> Follower {
+        let identity = zone
+            .slot(target.index as usize)
+            .map_or(0, |s| s.identity.load(Ordering::Acquire));
+        Follower {
+            target: target.clone(),
+            proto,
+            zone,
+            identity,
         }
     }
-    addr
+
+    /// The row's slot, while it is still this row's.
+    pub fn slot(&self) -> Option<&Slot> {
+        self.zone
+            .slot(self.target.index as usize)
+            .filter(|s| self.identity != 0 && s.identity.load(Ordering::Acquire) == self.identity)
+    }
 }

@@ -32,7 +32,7 @@ use super::kept::{self, Kept, Served};
 use super::kind::{Cx, ProbeKind, RoundClock};
 use super::kinds::Kind;
 use super::outcome::Step;
-use super::peer::Peer;
+use super::peer::{Follower, Peer};
 use super::tls::{Handshake, Tls};
 use crate::ffi::monotonic_ms;
 use crate::shm::Zone;
@@ -104,6 +104,8 @@ pub struct Probe {
     /// (`check_max_connections`) before a round's connection is not kept.
     holds: u8,
     max_connections: usize,
+    /// The rows of other upstreams this probe's rounds are recorded in.
+    followers: Vec<Follower>,
 }
 
 // nginx's debug log reads a timer's `data` as an `ngx_connection_t` and
@@ -167,6 +169,7 @@ impl ProbeBox {
             gated: false,
             holds: 0,
             max_connections,
+            followers: Vec::new(),
         };
         let raw = Box::into_raw(Box::new(probe));
         // SAFETY: `raw` is the only reference to the new probe; nginx keeps
@@ -180,6 +183,13 @@ impl ProbeBox {
             ngx_add_timer(&mut (*raw).ev, 1);
             ProbeBox(NonNull::new_unchecked(raw))
         }
+    }
+
+    /// The probe records its rounds in `followers` too.
+    pub fn with_followers(self, followers: Vec<Follower>) -> ProbeBox {
+        // SAFETY: a live probe; no handler of it runs while this one does.
+        unsafe { (*self.0.as_ptr()).followers = followers };
+        self
     }
 
     /// Stop the probe without freeing it (its handlers may run no more).
@@ -229,6 +239,11 @@ impl Probe {
         &self.peer
     }
 
+    /// The rows of other upstreams that share this probe.
+    pub fn followers(&self) -> &[Follower] {
+        &self.followers
+    }
+
     pub fn zone(&self) -> &Zone {
         &self.zone
     }
@@ -274,7 +289,7 @@ impl Probe {
 
     fn queue(&mut self, w: Wait) {
         self.phase = Phase::Queued;
-        let me = NonNull::from(&mut *self);
+        let me = NonNull::from(&mut *self).cast();
         self.gate.wait(me, w);
     }
 
@@ -287,7 +302,7 @@ impl Probe {
     /// The round waits in the gate's queue no more (the probe stops).
     fn leave_queue(&mut self) {
         if self.phase == Phase::Queued {
-            let me = NonNull::from(&mut *self);
+            let me = NonNull::from(&mut *self).cast();
             self.gate.forget(me);
             self.phase = Phase::Idle;
         }

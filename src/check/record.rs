@@ -11,30 +11,54 @@ use ngx::ffi::{NGX_LOG_DEBUG, NGX_LOG_NOTICE, NGX_LOG_WARN};
 
 use super::outcome::Local;
 use super::probe::Probe;
-use crate::ffi::{self, monotonic_ms, unix_ms};
+use std::rc::Rc;
 
-/// Record `result` in the probe's slot (which is `s`): counters, the
-/// state change and its log line, fail-open.
+use healthcheck_core::status::Group;
+use healthcheck_core::zone::Slot;
+
+use crate::ffi::{self, monotonic_ms, unix_ms};
+use crate::shm::Zone;
+use crate::target::UpstreamCheck;
+
+/// A row a round is recorded in: the probe's own, or a follower's.
+struct Row<'a> {
+    slot: &'a Slot,
+    zone: &'a Zone,
+    check: &'a Rc<UpstreamCheck>,
+    proto: Group,
+    upstream: &'a [u8],
+    /// The peer's name and `server` line.
+    names: (&'a [u8], &'a [u8]),
+}
+
+/// Record `result` in the probe's slot and in those of the rows that
+/// share its probe (`crate::sharing`): counters, the state change and its
+/// log line, fail-open.
 pub fn record(p: &Probe, result: RoundResult) {
     let Some(s) = p.slot() else { return };
-    let conf = p.conf();
-    let flip = s.record(
-        result,
-        p.round().elapsed_ms(),
-        (conf.rise, conf.fall),
-        unix_ms(),
-        p.http_status(),
-    );
-    if p.tls_resumed() {
-        s.tls_resumed.fetch_add(1, Ordering::Relaxed);
-    }
-    if let Some(code) = p.grpc_status() {
-        s.record_grpc_status(code);
-    }
-    if let Some(flip) = flip {
-        p.zone().header().note_change();
-        log_flip(p, flip, result);
-        p.check().update_fail_open(p.zone(), p.log());
+    let peer = p.peer();
+    // SAFETY: the upstream name lives in the cycle pool.
+    let upstream = unsafe { ffi::str_bytes(&peer.upstream) };
+    let own = Row {
+        slot: s,
+        zone: p.zone(),
+        check: p.check(),
+        proto: peer.proto,
+        upstream,
+        names: peer.names(),
+    };
+    record_row(p, &own, result);
+    for f in p.followers() {
+        let Some(slot) = f.slot() else { continue };
+        let row = Row {
+            slot,
+            zone: &f.zone,
+            check: &f.target.check,
+            proto: f.proto,
+            upstream: f.target.upstream_bytes(),
+            names: (f.target.peer.name_bytes(), f.target.peer.server_bytes()),
+        };
+        record_row(p, &row, result);
     }
     debug(
         p,
@@ -46,9 +70,32 @@ pub fn record(p: &Probe, result: RoundResult) {
     );
 }
 
-fn log_flip(p: &Probe, flip: Flip, result: RoundResult) {
-    let (ups, name) = (p.peer().upstream_name(), p.peer().name());
-    let (proto, check) = (p.peer().proto.as_str(), p.conf().check_type.as_str());
+fn record_row(p: &Probe, row: &Row, result: RoundResult) {
+    let conf = p.conf();
+    let flip = row.slot.record(
+        result,
+        p.round().elapsed_ms(),
+        (conf.rise, conf.fall),
+        unix_ms(),
+        p.http_status(),
+    );
+    if p.tls_resumed() {
+        row.slot.tls_resumed.fetch_add(1, Ordering::Relaxed);
+    }
+    if let Some(code) = p.grpc_status() {
+        row.slot.record_grpc_status(code);
+    }
+    if let Some(flip) = flip {
+        row.zone.header().note_change();
+        log_flip(p, row, flip, result);
+        row.check.update_fail_open(row.zone, p.log());
+    }
+}
+
+fn log_flip(p: &Probe, row: &Row, flip: Flip, result: RoundResult) {
+    let ups = String::from_utf8_lossy(row.upstream);
+    let name = String::from_utf8_lossy(row.names.0);
+    let (proto, check) = (row.proto.as_str(), p.conf().check_type.as_str());
     match flip.transition {
         Transition::WentDown => {
             let reason = match (result, p.http_status()) {
@@ -83,7 +130,7 @@ fn log_flip(p: &Probe, flip: Flip, result: RoundResult) {
                 RoundResult::Down(r) => r.name(),
                 RoundResult::Up { .. } => "failed",
             };
-            event(p, (State::Up, State::Down), Some(code), Some(&reason));
+            event(row, (State::Up, State::Down), Some(code), Some(&reason));
             ffi::log(
                 NGX_LOG_WARN,
                 p.log(),
@@ -94,7 +141,7 @@ fn log_flip(p: &Probe, flip: Flip, result: RoundResult) {
             )
         }
         Transition::WentUp => {
-            event(p, (State::Down, State::Up), None, None);
+            event(row, (State::Down, State::Up), None, None);
             ffi::log(
                 NGX_LOG_NOTICE,
                 p.log(),
@@ -108,16 +155,16 @@ fn log_flip(p: &Probe, flip: Flip, result: RoundResult) {
 }
 
 /// The transition in `check_log`.
-fn event(p: &Probe, states: (State, State), reason: Option<&str>, detail: Option<&str>) {
-    let check = p.check();
+fn event(row: &Row, states: (State, State), reason: Option<&str>, detail: Option<&str>) {
+    let check = row.check;
     if check.events.is_none() {
         return;
     }
-    let mut ev = check.event(Some(p.peer().names()), states, By::Check);
+    let mut ev = check.event(Some(row.names), states, By::Check);
     ev.reason = reason;
     ev.detail = detail;
-    ev.checks = p.slot().map(|s| s.checks.load(Ordering::Relaxed));
-    check.emit(p.zone(), &ev);
+    ev.checks = Some(row.slot.checks.load(Ordering::Relaxed));
+    check.emit(row.zone, &ev);
 }
 
 /// Local errors are logged at most once per 10 s per worker.

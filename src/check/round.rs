@@ -96,10 +96,13 @@ fn start(p: &mut Probe, now: u64) {
     open_gated(p);
 }
 
-/// Open the round's connection when `check_max_inflight` has a place for
-/// it; else the round waits in the gate's queue for [`resume`].
+/// Open the round's connection; a TLS round when `check_max_inflight` has
+/// a place for its handshake, else it waits in the gate's queue for
+/// [`resume`]. (A plain connect costs the worker nothing until it
+/// completes, and under load it completes only a turn later: a place per
+/// connect would cap the rounds at N a turn.)
 fn open_gated(p: &mut Probe) {
-    if p.enter_gate() {
+    if !p.is_tls() || p.enter_gate() {
         open(p);
     } else {
         record::debug(p, "queued");

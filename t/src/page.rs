@@ -150,7 +150,7 @@ pub fn status_is_up(s: &str) -> bool {
 // --- JSON --------------------------------------------------------------------
 
 /// The keys of a JSON peer object.
-pub const JSON_PEER_KEYS: [&str; 25] = [
+pub const JSON_PEER_KEYS: [&str; 26] = [
     "index",
     "upstream",
     "name",
@@ -176,6 +176,7 @@ pub const JSON_PEER_KEYS: [&str; 25] = [
     "tls_resumed",
     "period_ms",
     "grpc_status",
+    "shared_with",
 ];
 
 /// A JSON page: exactly the documented keys, totals and per-group totals.

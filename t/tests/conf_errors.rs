@@ -721,6 +721,21 @@ fn single_value_directives() {
             any: &[],
         },
         Bad {
+            ctxs: &UPSTREAMS,
+            snippet: "check interval=1000 shared=yes;",
+            server: TCP_SERVER,
+            all: &["invalid parameter \"shared=yes\": shared must be on or off"],
+            any: &[],
+        },
+        Bad {
+            ctxs: &UPSTREAMS,
+            snippet: "check interval=1000 reuse=on; check_keepalive_time 0;",
+            server: TCP_SERVER,
+            all: &["invalid value \"0\" in \"check_keepalive_time\" directive: must be a time \
+                    from 1ms to 7d (30s, 10m, 1h)"],
+            any: &[],
+        },
+        Bad {
             ctxs: ctx_both,
             snippet: "check_max_connections 0;",
             server: TCP_SERVER,

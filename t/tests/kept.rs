@@ -372,6 +372,78 @@ fn kept_connection_is_remade_when_its_age_reaches_the_period() {
     assert_eq!(s.int(Kind::Http, "k2", &b.addr(), "fails_total"), 0, "{s}");
 }
 
+/// `check_keepalive_time` replaces the default age limit of `reuse=on`
+/// (and of keepalive's default field): the connection is made again every
+/// 1 s (3 s) here where the default would keep it 30 s; a period written on the
+/// line wins. `nginx -t` refuses a time not above the interval.
+#[test]
+fn check_keepalive_time_sets_the_age_limit() {
+    let (a, b, c) = (Backend::start(), Backend::start(), Backend::start());
+    let port = free_port();
+    let _ng = Nginx::start(&http_conf(
+        port,
+        &[
+            upstream(
+                "timed",
+                &[a.addr()],
+                "check interval=200 fall=1 reuse=on;\n        check_keepalive_time 1s;",
+            ),
+            upstream(
+                "ka",
+                &[b.addr()],
+                "check_keepalive_time 3s;\n        check interval=200 fall=1 keepalive=on;",
+            ),
+            upstream(
+                "written",
+                &[c.addr()],
+                "check interval=200 fall=1 reuse=30s;\n        check_keepalive_time 1s;",
+            ),
+        ]
+        .concat(),
+    ));
+    for (name, backend, period) in [("timed", &a, 1000u128), ("ka", &b, 3000)] {
+        wait_until(
+            Duration::from_secs(12),
+            format!("3 connections to {name}'s backend"),
+            || backend.accepted() >= 3,
+        );
+        let times = backend.accept_times();
+        let gaps: Vec<u128> = times
+            .windows(2)
+            .map(|w| (w[1] - w[0]).as_millis())
+            .collect();
+        for g in &gaps {
+            assert!(
+                *g + 150 >= period && *g <= period + 500,
+                "{name}: connections made {gaps:?} ms apart, expected every {period} ms"
+            );
+        }
+    }
+    assert_eq!(
+        c.accepted(),
+        1,
+        "reuse=30s written on the line: one connection"
+    );
+    let s = status_json(port).unwrap();
+    assert_eq!(s.down(), Some(0), "{s}");
+    let (rc, out) = healthcheck_t::Builder::default().test_config(&http_conf(
+        port,
+        &upstream(
+            "short",
+            &[a.addr()],
+            "check interval=2000 reuse=on;\n        check_keepalive_time 2s;",
+        ),
+    ));
+    assert_ne!(rc, 0, "{out}");
+    assert!(
+        out.contains(
+            "[emerg] check_keepalive_time (2000 ms) must be greater than the check's interval \
+             (2000 ms): a kept connection would serve no second round"
+        ),
+        "{out}"
+    );
+}
+
 /// Re-handshake by rounds: with `reuse=on` one connection serves at most
 /// `check_keepalive_requests` rounds, the opening round included, so after
 /// `n` rounds `ceil(n / k)` connections were made.

@@ -34,7 +34,7 @@ const DEFAULT_KEEPALIVE_INTVL_S: u32 = 1;
 const DEFAULT_KEEPALIVE_CNT: u32 = 3;
 
 /// Every parameter name `check` knows.
-const PARAMETERS: [&str; 13] = [
+const PARAMETERS: [&str; 14] = [
     "interval",
     "fall",
     "rise",
@@ -48,6 +48,7 @@ const PARAMETERS: [&str; 13] = [
     "keepalive",
     "match",
     "passive_fall",
+    "shared",
 ];
 
 /// How to write a time in nginx's seconds syntax, for error messages.
@@ -94,6 +95,16 @@ pub struct Written {
 
 /// [`parse_check`], with the warnings of values it accepts.
 pub fn parse_check_warned(args: &[&[u8]]) -> Result<Checked, ConfError> {
+    parse_check_with(args, None)
+}
+
+/// [`parse_check_warned`] with `check_keepalive_time` in force: the
+/// rehandshake period of `reuse=on` and of keepalive's default field
+/// (instead of `max(30s, 2 * interval)`).
+pub fn parse_check_with(
+    args: &[&[u8]],
+    keepalive_time_ms: Option<u64>,
+) -> Result<Checked, ConfError> {
     if args.is_empty() {
         return Err(ConfError(
             "invalid number of arguments in \"check\" directive".into(),
@@ -109,7 +120,7 @@ pub fn parse_check_warned(args: &[&[u8]]) -> Result<Checked, ConfError> {
         check_type: params.check_type.is_some(),
     };
     let mut warnings = Vec::new();
-    let conf = params.resolve(&mut warnings)?;
+    let conf = params.resolve(&mut warnings, keepalive_time_ms)?;
     Ok(Checked {
         conf,
         warnings,
@@ -283,6 +294,7 @@ struct Params<'a> {
     keepalive: Option<Given<'a, Option<KeepaliveSpec>>>,
     match_block: Option<Given<'a, Vec<u8>>>,
     passive_fall: Option<Given<'a, u32>>,
+    shared: Option<Given<'a, bool>>,
 }
 
 /// Stores a parsed parameter, refusing a second occurrence.
@@ -340,6 +352,11 @@ impl<'a> Params<'a> {
                     Err("default_down must be true or false".into())
                 }
             }),
+            b"shared" => store(&mut self.shared, arg, "shared", || match value {
+                b"on" => Ok(true),
+                b"off" => Ok(false),
+                _ => Err("shared must be on or off".into()),
+            }),
             b"type" => store(&mut self.check_type, arg, "type", || parse_type(value)),
             b"port" => store(&mut self.port, arg, "port", || {
                 parse_count(value, "port", 1, u16::MAX)
@@ -382,8 +399,13 @@ impl<'a> Params<'a> {
 
     /// Second pass: defaults and cross-parameter rules; what is accepted
     /// with a `[warn]` goes to `warnings`.
-    fn resolve(self, warnings: &mut Vec<ConfError>) -> Result<CheckConf, ConfError> {
+    fn resolve(
+        self,
+        warnings: &mut Vec<ConfError>,
+        keepalive_time_ms: Option<u64>,
+    ) -> Result<CheckConf, ConfError> {
         let interval_ms = self.interval.map_or(DEFAULT_INTERVAL_MS, |g| g.value);
+        let default_period = keepalive_time_ms.unwrap_or(default_period_ms(interval_ms));
         let check_type = self.check_type.map_or(CheckType::Tcp, |g| g.value);
 
         if check_type == CheckType::Udp {
@@ -471,7 +493,7 @@ impl<'a> Params<'a> {
                 ))
             }
             (Reuse::Period { ms }, _) => Some(ms),
-            (Reuse::On, _) => Some(default_period_ms(interval_ms)),
+            (Reuse::On, _) => Some(default_period),
             (Reuse::Off, _) => None,
         };
 
@@ -480,7 +502,8 @@ impl<'a> Params<'a> {
                 arg,
                 value: Some(spec),
             }) => {
-                let (kernel, period) = resolve_keepalive(spec, interval_ms, reuse_period_ms)
+                let periods = (default_period, reuse_period_ms);
+                let (kernel, period) = resolve_keepalive(spec, interval_ms, periods)
                     .map_err(|reason| invalid(arg, reason))?;
                 (Some(kernel), Some(period))
             }
@@ -507,6 +530,7 @@ impl<'a> Params<'a> {
             rehandshake_ms,
             match_block: self.match_block.map(|g| g.value),
             passive_fall: self.passive_fall.map_or(0, |g| g.value),
+            shared: self.shared.map_or(true, |g| g.value),
         })
     }
 }
@@ -517,10 +541,10 @@ impl<'a> Params<'a> {
 fn resolve_keepalive(
     spec: &KeepaliveSpec,
     interval_ms: u64,
-    reuse_period_ms: Option<u64>,
+    (default_period, reuse_period_ms): (u64, Option<u64>),
 ) -> Result<(KernelKeepalive, u64), String> {
     let own_period_ms = match spec.rehandshake {
-        Rehandshake::Default => default_period_ms(interval_ms),
+        Rehandshake::Default => default_period,
         Rehandshake::Unlimited => u64::MAX,
         Rehandshake::Ms(ms) if ms <= interval_ms => {
             return Err(format!(

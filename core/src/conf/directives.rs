@@ -41,6 +41,19 @@ pub fn parse_keepalive_requests(arg: &[u8]) -> Result<u32, ConfError> {
         })
 }
 
+/// `check_keepalive_time TIME;`: nginx time syntax, from 1ms to 7 days;
+/// in ms.
+pub fn parse_keepalive_time(arg: &[u8]) -> Result<u64, ConfError> {
+    match super::time::parse_time(arg, false) {
+        Some(ms) if (1..=super::PERIOD_MAX_MS).contains(&ms) => Ok(ms),
+        _ => Err(invalid_value(
+            "check_keepalive_time",
+            arg,
+            "must be a time from 1ms to 7d (30s, 10m, 1h)",
+        )),
+    }
+}
+
 /// `check_max_inflight N;`: a decimal integer in 0..=[`MAX_INFLIGHT_MAX`]
 /// (0: no limit).
 pub fn parse_max_inflight(arg: &[u8]) -> Result<u32, ConfError> {
@@ -335,6 +348,22 @@ mod tests {
         }
     }
     use proptest::prelude::*;
+
+    #[test]
+    fn keepalive_time_values() {
+        assert_eq!(parse_keepalive_time(b"10m"), Ok(600_000));
+        assert_eq!(parse_keepalive_time(b"30s"), Ok(30_000));
+        for bad in [&b"0"[..], b"8d", b"x", b""] {
+            assert_eq!(
+                err(parse_keepalive_time(bad)),
+                format!(
+                    "invalid value \"{}\" in \"check_keepalive_time\" directive: must be a \
+                     time from 1ms to 7d (30s, 10m, 1h)",
+                    String::from_utf8_lossy(bad)
+                )
+            );
+        }
+    }
 
     #[test]
     fn max_inflight_values() {

@@ -166,7 +166,18 @@ fn peer(r: &PeerRow, out: &mut Vec<u8>) {
     push_u64(out, r.period_ms);
     out.extend_from_slice(b", \"grpc_status\": ");
     opt_u64(out, r.grpc_status.map(u64::from));
-    out.push(b'}');
+    out.extend_from_slice(b", \"shared_with\": [");
+    for (i, o) in r.shared_with.iter().enumerate() {
+        out.extend_from_slice(if i == 0 { b"{" } else { b", {" });
+        out.extend_from_slice(b"\"upstream_type\": \"");
+        out.extend_from_slice(o.group.as_str().as_bytes());
+        out.extend_from_slice(b"\", \"upstream\": ");
+        string(out, &o.upstream);
+        out.extend_from_slice(b", \"index\": ");
+        push_u64(out, o.index.into());
+        out.push(b'}');
+    }
+    out.extend_from_slice(b"]}");
 }
 
 fn opt_u64(out: &mut Vec<u8>, v: Option<u64>) {

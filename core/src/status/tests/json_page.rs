@@ -16,13 +16,13 @@ fn json_exact() {
         "min_delay_ms": 1, "max_delay_ms": 2, "checks": 9, "fails_total": 4,
         "last_failure_reason": null, "http_status": null, "last_change": null, "down_since": null,
         "server": "127.0.0.1:8081", "backup": false, "weight": 1, "admin": null,
-        "tls_resumed": null, "period_ms": 5000, "grpc_status": null});
+        "tls_resumed": null, "period_ms": 5000, "grpc_status": null, "shared_with": []});
     let down1 = json!({"index": 1, "upstream": "web", "name": "127.0.0.1:8082", "status": "down",
         "rise": 0, "fall": 4, "type": "tcp", "port": 0, "last_delay_ms": -1, "avg_delay_ms": -1,
         "min_delay_ms": -1, "max_delay_ms": -1, "checks": 9, "fails_total": 4,
         "last_failure_reason": "refused", "http_status": null, "last_change": 1_700_000_000_123u64,
         "down_since": 1_700_000_000_123u64, "server": "127.0.0.1:8082", "backup": false,
-        "weight": 1, "admin": null, "tls_resumed": null, "period_ms": 5000, "grpc_status": null});
+        "weight": 1, "admin": null, "tls_resumed": null, "period_ms": 5000, "grpc_status": null, "shared_with": []});
     let mut s0 = up0.clone();
     s0["type"] = json!("udp");
     s0["port"] = json!(5353);
@@ -159,5 +159,33 @@ fn json_hostile() {
     assert_eq!(
         s,
         b"\"a\\\"\\\\\\n\\r\\t\\b\\f\\u0000\\u001f\\u007f\\ufffd<\""
+    );
+}
+
+/// `shared_with` lists the other rows of a shared probe, their upstream
+/// names escaped as every string.
+#[test]
+fn json_shared_with() {
+    let shared = [
+        crate::status::SharedRow {
+            group: Group::Stream,
+            upstream: b"db\"\n\xff".to_vec(),
+            index: 7,
+        },
+        crate::status::SharedRow {
+            group: Group::Http,
+            upstream: b"api".to_vec(),
+            index: 0,
+        },
+    ];
+    let mut row = super::row(Group::Http, 3, b"web", b"127.0.0.1:8081", true);
+    row.shared_with = &shared;
+    let v = json_of(&[row], None);
+    assert_eq!(
+        v["servers"]["http"][0]["shared_with"],
+        json!([
+            {"upstream_type": "stream", "upstream": "db\"\n\u{fffd}", "index": 7},
+            {"upstream_type": "http", "upstream": "api", "index": 0}
+        ])
     );
 }

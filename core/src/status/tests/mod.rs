@@ -6,7 +6,13 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 const REASONS: &[(&str, u64)] = &[("refused", 3), ("timeout", 1), ("reset", 0)];
 const SLOTS: [u64; DURATION_SLOTS] = [5, 2, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1];
 
-fn row<'a>(group: Group, index: u32, upstream: &'a [u8], name: &'a [u8], up: bool) -> PeerRow<'a> {
+pub(super) fn row<'a>(
+    group: Group,
+    index: u32,
+    upstream: &'a [u8],
+    name: &'a [u8],
+    up: bool,
+) -> PeerRow<'a> {
     PeerRow {
         group,
         index,
@@ -34,6 +40,7 @@ fn row<'a>(group: Group, index: u32, upstream: &'a [u8], name: &'a [u8], up: boo
         http_status: None,
         tls_resumed: None,
         grpc_status: None,
+        shared_with: &[],
         period_ms: 5000,
         last_change_ms: if up { 0 } else { 1_700_000_000_123 },
         last_duration_ms: 12,

@@ -168,6 +168,7 @@ pub(super) fn borrow(owned: &[OwnedRow]) -> Vec<PeerRow<'_>> {
                 grpc_status: matches!(o.check_type, "grpc" | "grpcs")
                     .then_some(o.checks as u32 % 17),
                 period_ms: 5000,
+                shared_with: &[],
                 last_change_ms: o.last_change_ms,
                 last_duration_ms: o.sum,
                 down_since_ms: o.down_since_ms,

@@ -62,6 +62,7 @@ fn spec_examples_that_parse() {
             rehandshake_ms: None,
             match_block: None,
             passive_fall: 0,
+            shared: true,
         }
     );
 

@@ -54,6 +54,7 @@ fn defaults() {
             rehandshake_ms: None,
             match_block: None,
             passive_fall: 0,
+            shared: true,
         }
     );
     assert!(!ok("type=tcp").keeps_connection());

@@ -314,3 +314,41 @@ fn per_argument_errors_come_before_cross_checks() {
         );
     }
 }
+
+/// `check_keepalive_time` replaces the default period of `reuse=on` and
+/// of keepalive's default field; a period written on the line wins.
+#[test]
+fn keepalive_time_sets_the_default_period() {
+    let with = |line: &str, kt: u64| {
+        let args: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
+        crate::conf::parse_check_with(&args, Some(kt)).map(|c| c.conf)
+    };
+    let c = with("type=http interval=1000 reuse=on", 600_000).unwrap();
+    assert_eq!(c.rehandshake_ms, Some(600_000));
+    let c = with("type=tcp interval=1000 keepalive=on", 600_000).unwrap();
+    assert_eq!(c.rehandshake_ms, Some(600_000));
+    let c = with("type=tcp interval=1000 reuse=5s", 600_000).unwrap();
+    assert_eq!(c.rehandshake_ms, Some(5_000));
+    let c = with("type=tcp interval=1000 reuse=on keepalive=20s", 600_000).unwrap();
+    assert_eq!(c.rehandshake_ms, Some(20_000));
+    assert_eq!(
+        with("type=tcp interval=1000", 600_000)
+            .unwrap()
+            .rehandshake_ms,
+        None
+    );
+    // The kernel keepalive idle is computed below the new period.
+    assert!(with("type=tcp interval=1000 keepalive=on:1:1:1", 500).is_err());
+}
+
+#[test]
+fn shared_is_on_unless_off() {
+    assert!(ok("type=http").shared);
+    assert!(ok("shared=on").shared);
+    assert!(!ok("shared=off type=tcp").shared);
+    let args: Vec<&[u8]> = vec![b"shared=yes"];
+    assert_eq!(
+        crate::conf::parse_check(&args).unwrap_err().0,
+        "invalid parameter \"shared=yes\": shared must be on or off"
+    );
+}
