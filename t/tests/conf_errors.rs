@@ -731,8 +731,10 @@ fn single_value_directives() {
             ctxs: &UPSTREAMS,
             snippet: "check interval=1000 reuse=on; check_keepalive_time 0;",
             server: TCP_SERVER,
-            all: &["invalid value \"0\" in \"check_keepalive_time\" directive: must be a time \
-                    from 1ms to 7d (30s, 10m, 1h)"],
+            all: &[
+                "invalid value \"0\" in \"check_keepalive_time\" directive: must be a time \
+                    from 1ms to 7d (30s, 10m, 1h)",
+            ],
             any: &[],
         },
         Bad {
