@@ -227,10 +227,9 @@ fn apply(
                     ),
                 );
             }
-            out.push(Applied {
-                row: Row::copy(group, context, t, names),
-                changed,
-            });
+            let mut row = Row::copy(group, context, t, names);
+            row.shared = crate::status::shared_rows(w, (group, t.index));
+            out.push(Applied { row, changed });
         });
         result?;
     }

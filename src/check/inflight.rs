@@ -1,9 +1,10 @@
-//! `check_max_inflight`: at most N probes of a worker connecting or
+//! `check_max_inflight`: at most N TLS probes of a worker connecting or
 //! handshaking at once, and at most N rounds starting in one millisecond
 //! of nginx's clock, so one turn of the event loop (which has one reading
-//! of the clock) starts at most N (docs/directives.md, check_max_inflight).
-//! A round past either bound waits in a queue, in order: to start, or (its
-//! kept connection could not serve) to open its connection. A freed place
+//! of the clock) starts at most N; rounds that waited through a long turn
+//! catch up (docs/directives.md, check_max_inflight). A round past either
+//! bound waits in a queue, in order: to start, or (a TLS round) to open its
+//! connection. A freed place
 //! lets the next one go from an event posted to nginx's `ngx_posted_events`
 //! (a start never runs inside another probe's handler); a spent budget,
 //! from the same event as a 1 ms timer. A queued round's timeout starts

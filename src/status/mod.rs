@@ -36,7 +36,7 @@ use crate::worker::Worker;
 
 mod row;
 
-pub(crate) use self::row::Row;
+pub(crate) use self::row::{shared_rows, Row};
 
 /// Work done per event-loop turn before yielding to other events: a
 /// 10 000-peer page takes ~20 turns, and a proxied request waits at most
@@ -138,7 +138,7 @@ impl Job {
         let end = (pos + BATCH).min(context.targets.len());
         for t in context.targets.get(pos..end).unwrap_or_default() {
             let mut row = Row::copy(group, context, t, &mut self.names);
-            row.shared = row::shared_rows(w, (group, t.index));
+            row.shared = shared_rows(w, (group, t.index));
             self.rows.push(row);
         }
         if end < context.targets.len() {

@@ -36,7 +36,7 @@ pub(crate) struct Row {
     reasons: [(&'static str, u64); REASONS],
     nreasons: u8,
     /// The other rows that share its probe (`crate::sharing`).
-    pub(super) shared: Vec<SharedRow>,
+    pub(crate) shared: Vec<SharedRow>,
 }
 
 impl Row {
@@ -182,7 +182,7 @@ impl Row {
 }
 
 /// The other rows that share the probe of `row` (`crate::sharing`).
-pub(super) fn shared_rows(w: &crate::worker::Worker, row: crate::sharing::RowId) -> Vec<SharedRow> {
+pub(crate) fn shared_rows(w: &crate::worker::Worker, row: crate::sharing::RowId) -> Vec<SharedRow> {
     w.sharing
         .shared_with(row)
         .into_iter()

@@ -164,6 +164,13 @@ stream {{
     let path = format!("/admin?upstream=x&peer={addr}&action=disable");
     let r = client::http_request(port, "POST", &path, &[], b"").unwrap();
     assert_eq!(r.status, 200, "{}", r.text());
+    // The admin answer's row says whom it shares its probe with, too.
+    let answer: serde_json::Value = serde_json::from_str(&r.text()).expect("admin JSON");
+    assert_eq!(
+        answer["peers"][0]["shared_with"].as_array().map(Vec::len),
+        Some(2),
+        "{answer}"
+    );
     for _ in 0..5 {
         assert_eq!(client::http_get(port, "/x/").unwrap().status, 502);
         assert_eq!(client::http_get(port, "/y/").unwrap().status, 200);
