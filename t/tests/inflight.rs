@@ -166,19 +166,43 @@ fn all_up_without_failure(
 /// front never holds more than 2 handshakes at once; the last of each
 /// burst waits about 1.2 s in the queue, beyond its 1 s timeout, and
 /// still passes (its timeout starts when it connects).
-#[test]
-fn at_most_n_handshakes_at_once_and_the_wait_is_not_a_failure() {
+/// What a test of the http block's limit runs on: the TLS server, the
+/// front of its 8 peers, nginx with `check_max_inflight limit`, the status
+/// port (the PKI lives as long as the server).
+struct Http8 {
+    // Dropped in this order: nginx first, the PKI last.
+    _nginx: Nginx,
+    front: SlowFront,
+    _backend: TlsBackend,
+    _pki: Pki,
+    port: u16,
+}
+
+fn http8(limit: u32) -> Http8 {
     let pki = Pki::generate();
-    let b = TlsBackend::start(&pki, ClientAuth::None);
-    let front = SlowFront::start(8, b.tls_port());
+    let backend = TlsBackend::start(&pki, ClientAuth::None);
+    let front = SlowFront::start(8, backend.tls_port());
     let port = healthcheck_t::free_port();
     let ups = format!(
-        "    check_max_inflight 2;
+        "    check_max_inflight {limit};
     upstream slow {{ {}  check type=tls interval=300 timeout=1000 rise=1 fall=1; }}\n",
         servers(&front)
     );
-    let _ng: Nginx = Builder::default().start(&healthcheck_t::conf::http_conf(port, &ups));
-    all_up_without_failure(port, Kind::Http, "slow", &front, 2);
+    let nginx = Builder::default().start(&healthcheck_t::conf::http_conf(port, &ups));
+    Http8 {
+        _nginx: nginx,
+        front,
+        _backend: backend,
+        _pki: pki,
+        port,
+    }
+}
+
+#[test]
+fn at_most_n_handshakes_at_once_and_the_wait_is_not_a_failure() {
+    let Http8 { front, port, .. } = &http8(2);
+    let port = *port;
+    all_up_without_failure(port, Kind::Http, "slow", front, 2);
     assert!(front.accepted() >= 16, "{} rounds", front.accepted());
     assert_eq!(
         front.most(),
@@ -192,17 +216,8 @@ fn at_most_n_handshakes_at_once_and_the_wait_is_not_a_failure() {
 /// the test above is the directive's, not the front's.
 #[test]
 fn zero_means_no_limit() {
-    let pki = Pki::generate();
-    let b = TlsBackend::start(&pki, ClientAuth::None);
-    let front = SlowFront::start(8, b.tls_port());
-    let port = healthcheck_t::free_port();
-    let ups = format!(
-        "    check_max_inflight 0;
-    upstream slow {{ {}  check type=tls interval=300 timeout=1000 rise=1 fall=1; }}\n",
-        servers(&front)
-    );
-    let _ng: Nginx = Builder::default().start(&healthcheck_t::conf::http_conf(port, &ups));
-    all_up_without_failure(port, Kind::Http, "slow", &front, 1);
+    let Http8 { front, port, .. } = &http8(0);
+    all_up_without_failure(*port, Kind::Http, "slow", front, 1);
     assert!(
         front.most() >= 6,
         "only {} handshakes at once without a limit",

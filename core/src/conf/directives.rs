@@ -44,14 +44,13 @@ pub fn parse_keepalive_requests(arg: &[u8]) -> Result<u32, ConfError> {
 /// `check_keepalive_time TIME;`: nginx time syntax, from 1ms to 7 days;
 /// in ms.
 pub fn parse_keepalive_time(arg: &[u8]) -> Result<u64, ConfError> {
-    match super::time::parse_time(arg, false) {
-        Some(ms) if (1..=super::PERIOD_MAX_MS).contains(&ms) => Ok(ms),
-        _ => Err(invalid_value(
+    super::time::parse_period_ms(arg).ok_or_else(|| {
+        invalid_value(
             "check_keepalive_time",
             arg,
             "must be a time from 1ms to 7d (30s, 10m, 1h)",
-        )),
-    }
+        )
+    })
 }
 
 /// `check_max_inflight N;`: a decimal integer in 0..=[`MAX_INFLIGHT_MAX`]

@@ -49,6 +49,13 @@ pub fn parse_time(v: &[u8], seconds: bool) -> Option<u64> {
     parse_time_checked(v, seconds).ok()
 }
 
+/// A period in nginx's time syntax (ms allowed) from 1 ms to 7 days
+/// ([`super::PERIOD_MAX_MS`]), in ms: `check_keepalive_time`,
+/// `check_ssl_verify_interval`.
+pub(crate) fn parse_period_ms(v: &[u8]) -> Option<u64> {
+    parse_time(v, false).filter(|ms| (1..=super::PERIOD_MAX_MS).contains(ms))
+}
+
 /// [`parse_time`] telling malformed input from overflow.
 pub(crate) fn parse_time_checked(v: &[u8], seconds: bool) -> Result<u64, NumError> {
     // Millisecond mode starts past `Month`, which rules out `y` and `M`

@@ -76,14 +76,13 @@ pub const VERIFY_INTERVAL_DEFAULT_MS: u64 = 3_600_000;
 pub fn parse_verify_interval(args: &[&[u8]]) -> Result<u64, ConfError> {
     const D: &str = "check_ssl_verify_interval";
     let a = one(D, args)?;
-    match super::time::parse_time(a, false) {
-        Some(ms) if (1..=super::PERIOD_MAX_MS).contains(&ms) => Ok(ms),
-        _ => Err(ConfError(format!(
+    super::time::parse_period_ms(a).ok_or_else(|| {
+        ConfError(format!(
             "invalid value \"{}\" in \"{D}\" directive: it must be a time from 1ms to 7d \
              (500ms, 30s, 1h)",
             printable(a)
-        ))),
-    }
+        ))
+    })
 }
 
 /// `check_ssl_protocols NAME ...`: nginx's names, each at most once.
