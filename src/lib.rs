@@ -121,6 +121,16 @@ const fn refused(name: ngx::ffi::ngx_str_t, args: u32) -> Directive {
     ups(name, args, conf::ngx_upstream_check_refused)
 }
 
+/// A status directive written in a stream server: refused with what to
+/// write instead.
+const fn stream_refused(name: ngx::ffi::ngx_str_t) -> Directive {
+    Directive {
+        place: Place::StreamServer,
+        http: false,
+        ..refused(name, NGX_CONF_ANY)
+    }
+}
+
 /// `check_status` under one of its names.
 const fn check_status(name: ngx::ffi::ngx_str_t) -> Directive {
     Directive {
@@ -136,7 +146,7 @@ const fn check_status(name: ngx::ffi::ngx_str_t) -> Directive {
 
 /// The module's directives, each said once: the http and stream tables are
 /// made from this list (docs/directives.md documents each).
-const DIRECTIVES: [Directive; 46] = {
+const DIRECTIVES: [Directive; 49] = {
     use core::mem::offset_of;
     use NGX_CONF_1MORE as MORE;
     use NGX_CONF_TAKE1 as ONE;
@@ -383,11 +393,11 @@ const DIRECTIVES: [Directive; 46] = {
         check_status(ngx_string!("l4check_status")),
         check_status(ngx_string!("stream_check_status")),
         check_status(ngx_string!("tcp_check_status")),
-        Directive {
-            place: Place::StreamServer,
-            http: false,
-            ..refused(ngx_string!("stream_check_status"), NGX_CONF_ANY)
-        },
+        // In a stream server: refused, naming the http location to write.
+        stream_refused(ngx_string!("check_status")),
+        stream_refused(ngx_string!("l4check_status")),
+        stream_refused(ngx_string!("stream_check_status")),
+        stream_refused(ngx_string!("tcp_check_status")),
         // The C modules' directives written another way here.
         refused(ngx_string!("check_send"), NGX_CONF_ANY),
         refused(ngx_string!("check_expect_response"), NGX_CONF_ANY),

@@ -221,29 +221,40 @@ stream {{
     assert_eq!(ctype, "application/json");
     assert_eq!(decode_telegraf(&body).unwrap().total, 1);
 
-    // CSV: no header, the 8 columns.
+    // CSV: no header, the 8 columns, each decoded with its type.
     let (ctype, csv) = status_page(port, "/status?format=csv");
     assert!(ctype.starts_with("text/plain"), "{ctype}");
-    let lines: Vec<&str> = csv.lines().collect();
-    assert_eq!(
-        lines,
-        [
-            format!("0,web,{},up,{},0,tcp,0", live.addr(), d_rise(&lines, 0)),
-            format!("1,web,{},down,0,{},tcp,0", dead.addr(), d_fall(&lines, 1)),
-            format!("2,db,{},up,{},0,tcp,0", tcp.addr(), d_rise(&lines, 2)),
-        ]
-    );
+    let csv_rows: Vec<Vec<String>> = csv
+        .lines()
+        .map(|l| l.split(',').map(str::to_string).collect())
+        .collect();
+    assert_c_rows("CSV", &csv_rows, &[&live, &dead, &tcp]);
     let (_, up) = status_page(port, "/status?format=csv&status=up");
     assert_eq!(up.lines().count(), 2);
 
-    // HTML: the server number line, the columns, a red row for the down peer.
+    // HTML: the server number line, the columns, each row's cells, a red
+    // row for the down peer.
     let (ctype, html) = status_page(port, "/status");
     assert!(ctype.starts_with("text/html"), "{ctype}");
     assert!(
         html.contains("<h2>Check upstream server number: 3, generation: "),
         "{html}"
     );
-    assert!(html.contains("<th>Rise counts</th>") && html.contains("<th>Check port</th>"));
+    let heads: Vec<String> = cells(&html, "th").into_iter().flatten().collect();
+    assert_eq!(
+        heads,
+        [
+            "Index",
+            "Upstream",
+            "Name",
+            "Status",
+            "Rise counts",
+            "Fall counts",
+            "Check type",
+            "Check port"
+        ]
+    );
+    assert_c_rows("HTML", &cells(&html, "td"), &[&live, &dead, &tcp]);
     assert_eq!(html.matches("<tr bgcolor=\"#FF0000\">").count(), 1);
     let (_, html) = status_page(port, "/status?status=down");
     assert!(html.contains("Check upstream server number: 1,"));
@@ -271,14 +282,56 @@ stream {{
     drop(ng);
 }
 
-/// The rise count CSV line `i` shows (it moves with every round).
-fn d_rise(lines: &[&str], i: usize) -> String {
-    lines[i].split(',').nth(4).unwrap_or("").to_string()
+/// The cells of each `<tr>` of `html` (`tag` is "td" or "th"), rows
+/// without such cells left out.
+fn cells(html: &str, tag: &str) -> Vec<Vec<String>> {
+    let (open, close) = (format!("<{tag}>"), format!("</{tag}>"));
+    html.split("<tr")
+        .skip(1)
+        .map(|row| {
+            let row = row.split("</tr>").next().unwrap_or("");
+            row.split(&open)
+                .skip(1)
+                .map(|c| c.split(&close).next().unwrap_or("").to_string())
+                .collect::<Vec<_>>()
+        })
+        .filter(|r| !r.is_empty())
+        .collect()
 }
 
-/// The fall count CSV line `i` shows.
-fn d_fall(lines: &[&str], i: usize) -> String {
-    lines[i].split(',').nth(5).unwrap_or("").to_string()
+/// The C modules' 8 columns of `rows`, field by field and decoded with
+/// their types (numbers as a consumer parses them): `live` and the stream
+/// backend up with a rise count, `dead` down with a fall count.
+fn assert_c_rows(shape: &str, rows: &[Vec<String>], peers: &[&Backend]) {
+    assert_eq!(rows.len(), 3, "{shape}: {rows:?}");
+    let upstreams = ["web", "web", "db"];
+    let statuses = ["up", "down", "up"];
+    for (i, r) in rows.iter().enumerate() {
+        assert_eq!(r.len(), 8, "{shape} row {i}: {r:?}");
+        let num = |k: usize| -> u64 {
+            r[k].parse()
+                .unwrap_or_else(|_| panic!("{shape} row {i} column {k} is not a number: {r:?}"))
+        };
+        assert_eq!(num(0), i as u64, "{shape} index: {r:?}");
+        assert_eq!(r[1], upstreams[i], "{shape} upstream: {r:?}");
+        assert_eq!(r[2], peers[i].addr(), "{shape} name: {r:?}");
+        assert_eq!(r[3], statuses[i], "{shape} status: {r:?}");
+        let (rise, fall) = (num(4), num(5));
+        if statuses[i] == "up" {
+            assert!(
+                rise >= 1 && fall == 0,
+                "{shape} rise/fall of an up peer: {r:?}"
+            );
+        } else {
+            assert!(
+                fall >= 1 && rise == 0,
+                "{shape} rise/fall of a down peer: {r:?}"
+            );
+        }
+        assert_eq!(r[6], "tcp", "{shape} type: {r:?}");
+        let port = u16::try_from(num(7)).expect("a port");
+        assert_eq!(port, 0, "{shape} port: {r:?}");
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -828,6 +881,15 @@ fn refusals_say_what_to_write_instead() {
             "unknown type \"HTTP\": did you mean type=http?",
         ),
         (
+            "upstream u { server 127.0.0.1:1; check type=ssl; }",
+            "unknown type \"ssl\": did you mean type=tls?",
+        ),
+        (
+            "upstream u { server 127.0.0.1:1; check type=redis; }",
+            "a protocol without a type of its own is written type=tcp (or type=udp) match=NAME \
+             with a check_match NAME { send ...; expect ...; } block (docs/migrating.md)",
+        ),
+        (
             "upstream u { server 127.0.0.1:1; check type=tcp unique=true; }",
             "invalid parameter \"unique=true\": unique= is Tengine's",
         ),
@@ -849,13 +911,21 @@ fn refusals_say_what_to_write_instead() {
             "{upstream}:\n{out}\nwant: {want}"
         );
     }
-    let (code, out) = Nginx::builder()
-        .test_config("stream { server { listen 127.0.0.1:1; stream_check_status; } }");
-    assert_eq!(code, 1, "{out}");
-    assert!(
-        out.contains("the status page is served from an http location"),
-        "{out}"
-    );
+    for name in [
+        "check_status",
+        "l4check_status",
+        "stream_check_status",
+        "tcp_check_status",
+    ] {
+        let (code, out) = Nginx::builder().test_config(&format!(
+            "stream {{ server {{ listen 127.0.0.1:1; {name}; }} }}"
+        ));
+        assert_eq!(code, 1, "{name}: {out}");
+        assert!(
+            out.contains("the status page is served from an http location"),
+            "{name}: {out}"
+        );
+    }
 }
 
 #[test]

@@ -185,6 +185,13 @@ fn parse_type(value: &[u8]) -> Result<CheckType, String> {
                     .into(),
             )
         }
+        b"http2" | b"h2" | b"h2c" => {
+            return Err(format!(
+                "type={} is not a type here: write type=http (or https) and \
+                 check_http_version 2; (docs/directives.md, check_http_version)",
+                printable(value)
+            ))
+        }
         b"tlsv10_hello" | b"tlsv11_hello" | b"tlsv12_hello" => {
             let version = match value {
                 b"tlsv10_hello" => "TLSv1",
@@ -198,7 +205,7 @@ fn parse_type(value: &[u8]) -> Result<CheckType, String> {
             ));
         }
         _ => {
-            let near = nearest(value, &TYPES);
+            let near = nearest(value, &TYPES).or_else(|| nearest_by_meaning(value));
             return Err(match near {
                 Some(n) => format!(
                     "unknown type \"{}\": did you mean type={n}? (types: {})",
@@ -206,12 +213,29 @@ fn parse_type(value: &[u8]) -> Result<CheckType, String> {
                     TYPES.join(", ")
                 ),
                 None => format!(
-                    "unknown type \"{}\": the types are {}",
+                    "unknown type \"{}\": the types are {}; a protocol without a type \
+                     of its own is written type=tcp (or type=udp) match=NAME with a \
+                     check_match NAME {{ send ...; expect ...; }} block (docs/migrating.md)",
                     printable(value),
                     TYPES.join(", ")
                 ),
             });
         }
+    })
+}
+
+/// The type that does the job of a protocol name other modules and
+/// load balancers use, when its spelling is not near any type here.
+fn nearest_by_meaning(written: &[u8]) -> Option<&'static str> {
+    Some(match written.to_ascii_lowercase().as_slice() {
+        b"ssl" | b"tls_hello" | b"https_hello" | b"ssl-hello" | b"ssl-hello-chk" => "tls",
+        b"mariadb" | b"mysql-check" => "mysql",
+        b"fcgi" | b"php" | b"php-fpm" | b"php_fpm" => "fastcgi",
+        b"ajp13" | b"tomcat" => "ajp",
+        b"httpchk" | b"http-check" | b"websocket" | b"ws" => "http",
+        b"wss" => "https",
+        b"tcp-check" | b"connect" => "tcp",
+        _ => return None,
     })
 }
 
@@ -449,12 +473,13 @@ impl<'a> Params<'a> {
             Some(g) => {
                 // As the C modules do: a round still in flight delays the
                 // next, so the period stretches to the round's length.
-                // (Equal: a round ends by the next one's start; nothing
-                // to say.)
+                // Equal: a round that takes its whole timeout ends when the
+                // next is due, and the next waits for it.
                 for (name, ms) in intervals.iter().flatten() {
-                    if g.value > *ms {
+                    if g.value >= *ms {
+                        let relation = if g.value > *ms { "is above" } else { "equals" };
                         warnings.push(ConfError(format!(
-                            "\"check\" {} is above {name}={ms}: a round still in flight \
+                            "\"check\" {} {relation} {name}={ms}: a round still in flight \
                              delays the next, so a slow peer's rounds start up to {} ms apart \
                              (docs/directives.md, check)",
                             printable(g.arg),

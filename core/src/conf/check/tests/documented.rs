@@ -414,10 +414,20 @@ fn timeout_above_interval_is_a_warning() {
             "{line}"
         );
     }
-    // Below or at every interval: no warning.
+    // Equal to an interval: the same warning, saying "equals".
+    let c = parse_check_warned(&[b"interval=3000", b"timeout=3000"]).unwrap();
+    assert_eq!(c.warnings.len(), 1);
+    assert!(
+        c.warnings[0]
+            .0
+            .contains("timeout=3000 equals interval=3000: a round still in flight delays the next"),
+        "{}",
+        c.warnings[0].0
+    );
+    // Below every interval: no warning.
     for quiet in [
         &[&b"interval=3000"[..], b"timeout=1000"][..],
-        &[b"interval=3000", b"timeout=3000"],
+        &[b"interval=3000", b"timeout=2999"],
     ] {
         assert!(
             parse_check_warned(quiet).unwrap().warnings.is_empty(),
@@ -451,6 +461,15 @@ fn c_module_spellings() {
         );
     }
     assert!(err("type=").contains("the types are tcp, udp"));
+    // Far from every name, but a protocol some type does the job of.
+    assert!(err("type=ssl").contains("did you mean type=tls?"));
+    assert!(err("type=mariadb").contains("did you mean type=mysql?"));
+    assert!(err("type=php-fpm").contains("did you mean type=fastcgi?"));
+    assert!(err("type=h2").contains("write type=http (or https) and check_http_version 2;"));
+    // No type does it: the way to write it.
+    assert!(err("type=redis").contains(
+        "a protocol without a type of its own is written type=tcp (or type=udp) match=NAME"
+    ));
     // Akvicor's spelling: reuse=ON.
     assert_eq!(ok("reuse=ON").reuse, Reuse::On);
     assert_eq!(ok("reuse=Off").reuse, Reuse::Off);
