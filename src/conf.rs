@@ -214,11 +214,13 @@ fn page_name(args: &[&[u8]]) -> &'static str {
         .unwrap_or("check_status")
 }
 
-/// Handlers that store one parsed value into a [`Setting`] of `$conf`.
-macro_rules! setting_directives {
+/// Directive handlers whose body runs in [`run`] on the conf `$conf`; the
+/// closure's names are the parsed configuration, the conf and the
+/// arguments (and, if named, the raw `ngx_conf_t` pointer).
+macro_rules! handlers {
     ($(
         $(#[$doc:meta])*
-        $fn:ident: $conf:ty, $name:literal, $($field:ident).+, $repeat:expr, |$cf:ident, $args:ident| $parse:expr;
+        $fn:ident: $conf:ty, |$cf:tt, $c:tt, $args:tt $(, $raw:ident)?| $body:block
     )*) => {$(
         $(#[$doc])*
         pub unsafe extern "C" fn $fn(
@@ -226,14 +228,27 @@ macro_rules! setting_directives {
             cmd: *mut ngx_command_t,
             conf: *mut c_void,
         ) -> *mut c_char {
-            // SAFETY: nginx's directive contract; the command's offset is 0.
-            unsafe {
-                run::<$conf>(cf, cmd, conf, |$cf, c, $args| {
-                    c.$($field).+.set($cf, $name, $repeat, || $parse)
-                })
-            }
+            $(let $raw = cf;)?
+            // SAFETY: nginx's directive contract.
+            unsafe { run::<$conf>(cf, cmd, conf, |$cf, $c, $args| $body) }
         }
     )*};
+}
+
+/// Handlers that store one parsed value into a [`Setting`] of `$conf`
+/// (through [`handlers`]).
+macro_rules! setting_directives {
+    ($(
+        $(#[$doc:meta])*
+        $fn:ident: $conf:ty, $name:literal, $($field:ident).+, $repeat:expr, |$cf:ident, $args:ident| $parse:expr;
+    )*) => {
+        handlers! {$(
+            $(#[$doc])*
+            $fn: $conf, |$cf, c, $args| {
+                c.$($field).+.set($cf, $name, $repeat, || $parse)
+            }
+        )*}
+    };
 }
 
 setting_directives! {
@@ -284,109 +299,66 @@ setting_directives! {
         |_cf, args| cc::parse_http_version(args);
 }
 
-/// `check ...;` in an upstream block. A second one replaces the first with
-/// a `[warn]` (the C modules keep the last).
-pub unsafe extern "C" fn ngx_upstream_check(
-    cf: *mut ngx_conf_t,
-    cmd: *mut ngx_command_t,
-    conf: *mut c_void,
-) -> *mut c_char {
-    // SAFETY: nginx's directive contract.
-    unsafe {
-        run::<UpsConf>(cf, cmd, conf, |cf, c, args| {
-            let checked = cc::parse_check_warned(args)?;
-            c.check_args = args.iter().map(|a| a.to_vec()).collect();
-            c.check
-                .set(cf, "check", Repeat::Last, || Ok(checked.conf))?;
-            c.written = checked.written;
-            for w in checked.warnings {
-                // SAFETY: the configuration's log.
-                log_at(NGX_LOG_WARN, cf.log, &c.check.loc, &w.0);
-            }
-            Ok(())
-        })
+handlers! {
+    /// `check ...;` in an upstream block. A second one replaces the first with
+    /// a `[warn]` (the C modules keep the last).
+    ngx_upstream_check: UpsConf, |cf, c, args| {
+        let checked = cc::parse_check_warned(args)?;
+        c.check_args = args.iter().map(|a| a.to_vec()).collect();
+        c.check
+            .set(cf, "check", Repeat::Last, || Ok(checked.conf))?;
+        c.written = checked.written;
+        for w in checked.warnings {
+            // SAFETY: the configuration's log.
+            log_at(NGX_LOG_WARN, cf.log, &c.check.loc, &w.0);
+        }
+        Ok(())
     }
-}
 
-/// `check_http_expect_alive http_2xx ...;`: a second one adds its classes
-/// to the first (as yaoweibin's module does).
-pub unsafe extern "C" fn ngx_upstream_check_http_expect_alive(
-    cf: *mut ngx_conf_t,
-    cmd: *mut ngx_command_t,
-    conf: *mut c_void,
-) -> *mut c_char {
-    // SAFETY: nginx's directive contract.
-    unsafe {
-        run::<UpsConf>(cf, cmd, conf, |cf, c, args| {
-            let classes = cc::parse_http_expect_alive(args)?;
-            let e = &mut c.http.expect_alive;
-            match e.value.as_mut() {
-                Some(earlier) => *earlier = earlier.union(classes),
-                None => e.set(cf, "check_http_expect_alive", Repeat::Refuse, || {
-                    Ok(classes)
-                })?,
-            }
-            Ok(())
-        })
+    /// `check_http_expect_alive http_2xx ...;`: a second one adds its classes
+    /// to the first (as yaoweibin's module does).
+    ngx_upstream_check_http_expect_alive: UpsConf, |cf, c, args| {
+        let classes = cc::parse_http_expect_alive(args)?;
+        let e = &mut c.http.expect_alive;
+        match e.value.as_mut() {
+            Some(earlier) => *earlier = earlier.union(classes),
+            None => e.set(cf, "check_http_expect_alive", Repeat::Refuse, || {
+                Ok(classes)
+            })?,
+        }
+        Ok(())
     }
-}
 
-/// `check_http_expect_body ~ "REGEX";` (zhouchangxun's module): a body test
-/// of the http check, its regex compiled with nginx's PCRE.
-pub unsafe extern "C" fn ngx_upstream_check_http_expect_body(
-    cf: *mut ngx_conf_t,
-    cmd: *mut ngx_command_t,
-    conf: *mut c_void,
-) -> *mut c_char {
-    // SAFETY: nginx's directive contract.
-    unsafe {
-        run::<UpsConf>(cf, cmd, conf, |cfr, c, args| {
-            let test = healthcheck_core::matcher::parse_expect_body(args)?;
-            c.http
-                .expect_body
-                .set(cfr, "check_http_expect_body", Repeat::Refuse, || {
-                    crate::match_block::compile_one(cf, b"check_http_expect_body", test)
-                })
-        })
+    /// `check_http_expect_body ~ "REGEX";` (zhouchangxun's module): a body test
+    /// of the http check, its regex compiled with nginx's PCRE.
+    ngx_upstream_check_http_expect_body: UpsConf, |cfr, c, args, cf| {
+        let test = healthcheck_core::matcher::parse_expect_body(args)?;
+        c.http
+            .expect_body
+            .set(cfr, "check_http_expect_body", Repeat::Refuse, || {
+                crate::match_block::compile_one(cf, b"check_http_expect_body", test)
+            })
     }
-}
 
-/// `check_fastcgi_param NAME VALUE;` (repeatable): the parameters of a
-/// `type=fastcgi` check's request, in order.
-pub unsafe extern "C" fn ngx_upstream_check_fastcgi_param(
-    cf: *mut ngx_conf_t,
-    cmd: *mut ngx_command_t,
-    conf: *mut c_void,
-) -> *mut c_char {
-    // SAFETY: nginx's directive contract.
-    unsafe {
-        run::<UpsConf>(cf, cmd, conf, |cf, c, args| {
-            let pair = cc::parse_fastcgi_param(args)?;
-            let p = &mut c.http.fastcgi_params;
-            match p.value.as_mut() {
-                Some(list) => list.push(pair),
-                None => p.set(cf, "check_fastcgi_param", Repeat::Refuse, || Ok(vec![pair]))?,
-            }
-            Ok(())
-        })
+    /// `check_fastcgi_param NAME VALUE;` (repeatable): the parameters of a
+    /// `type=fastcgi` check's request, in order.
+    ngx_upstream_check_fastcgi_param: UpsConf, |cf, c, args| {
+        let pair = cc::parse_fastcgi_param(args)?;
+        let p = &mut c.http.fastcgi_params;
+        match p.value.as_mut() {
+            Some(list) => list.push(pair),
+            None => p.set(cf, "check_fastcgi_param", Repeat::Refuse, || Ok(vec![pair]))?,
+        }
+        Ok(())
     }
-}
 
-/// A directive of the C modules with no equivalent of the same name here:
-/// `nginx -t` says what to write instead (docs/migrating.md).
-pub unsafe extern "C" fn ngx_upstream_check_refused(
-    cf: *mut ngx_conf_t,
-    cmd: *mut ngx_command_t,
-    conf: *mut c_void,
-) -> *mut c_char {
-    // SAFETY: nginx's directive contract.
-    unsafe {
-        run::<c_void>(cf, cmd, conf, |cf, _, _| {
-            // SAFETY: a directive handler's arguments; the first is its name.
-            let args = crate::ffi::conf_args(cf);
-            let name = args.first().copied().unwrap_or_default();
-            Err(ConfError(cc::refused_directive(name)))
-        })
+    /// A directive of the C modules with no equivalent of the same name here:
+    /// `nginx -t` says what to write instead (docs/migrating.md).
+    ngx_upstream_check_refused: c_void, |cf, _, _| {
+        // SAFETY: a directive handler's arguments; the first is its name.
+        let args = crate::ffi::conf_args(cf);
+        let name = args.first().copied().unwrap_or_default();
+        Err(ConfError(cc::refused_directive(name)))
     }
 }
 
@@ -473,68 +445,43 @@ fn prefix_of(cf: &ngx_conf_t) -> &[u8] {
     }
 }
 
-/// `check_http_send "request";`
-pub unsafe extern "C" fn ngx_upstream_check_http_send(
-    cf: *mut ngx_conf_t,
-    cmd: *mut ngx_command_t,
-    conf: *mut c_void,
-) -> *mut c_char {
-    // SAFETY: nginx's directive contract.
-    unsafe {
-        run::<UpsConf>(cf, cmd, conf, |cf, c, args| {
-            let send = cc::parse_http_send(one("check_http_send", args)?)?;
-            // A second one replaces the first (the C modules keep the last).
-            c.http
-                .send
-                .set(cf, "check_http_send", Repeat::Last, || Ok(send.request))?;
-            for w in send.warning.iter().chain(&send.variable) {
-                // SAFETY: the configuration's log.
-                log_at(NGX_LOG_WARN, cf.log, &c.http.send.loc, &w.0);
-            }
-            Ok(())
-        })
+handlers! {
+    /// `check_http_send "request";`
+    ngx_upstream_check_http_send: UpsConf, |cf, c, args| {
+        let send = cc::parse_http_send(one("check_http_send", args)?)?;
+        // A second one replaces the first (the C modules keep the last).
+        c.http
+            .send
+            .set(cf, "check_http_send", Repeat::Last, || Ok(send.request))?;
+        for w in send.warning.iter().chain(&send.variable) {
+            // SAFETY: the configuration's log.
+            log_at(NGX_LOG_WARN, cf.log, &c.http.send.loc, &w.0);
+        }
+        Ok(())
     }
-}
 
-/// `check_http_request [METHOD] URI;`
-pub unsafe extern "C" fn ngx_upstream_check_http_request(
-    cf: *mut ngx_conf_t,
-    cmd: *mut ngx_command_t,
-    conf: *mut c_void,
-) -> *mut c_char {
-    // SAFETY: nginx's directive contract.
-    unsafe {
-        run::<UpsConf>(cf, cmd, conf, |cf, c, args| {
-            let (method, uri) = cc::parse_http_request(args)?;
-            c.http
-                .request_line
-                .set(cf, "check_http_request", Repeat::Refuse, || Ok(()))?;
-            c.http.request.method = method;
-            c.http.request.uri = uri;
-            Ok(())
-        })
+    /// `check_http_request [METHOD] URI;`
+    ngx_upstream_check_http_request: UpsConf, |cf, c, args| {
+        let (method, uri) = cc::parse_http_request(args)?;
+        c.http
+            .request_line
+            .set(cf, "check_http_request", Repeat::Refuse, || Ok(()))?;
+        c.http.request.method = method;
+        c.http.request.uri = uri;
+        Ok(())
     }
-}
 
-/// `check_http_header NAME VALUE;` (repeatable; a later one of a name
-/// replaces the earlier).
-pub unsafe extern "C" fn ngx_upstream_check_http_header(
-    cf: *mut ngx_conf_t,
-    cmd: *mut ngx_command_t,
-    conf: *mut c_void,
-) -> *mut c_char {
-    // SAFETY: nginx's directive contract.
-    unsafe {
-        run::<UpsConf>(cf, cmd, conf, |cf, c, args| {
-            let (name, value) = cc::parse_http_header(args)?;
-            if !c.http.header_line.is_set() {
-                c.http
-                    .header_line
-                    .set(cf, "check_http_header", Repeat::Refuse, || Ok(()))?;
-            }
-            c.http.request.set_header(name, value);
-            Ok(())
-        })
+    /// `check_http_header NAME VALUE;` (repeatable; a later one of a name
+    /// replaces the earlier).
+    ngx_upstream_check_http_header: UpsConf, |cf, c, args| {
+        let (name, value) = cc::parse_http_header(args)?;
+        if !c.http.header_line.is_set() {
+            c.http
+                .header_line
+                .set(cf, "check_http_header", Repeat::Refuse, || Ok(()))?;
+        }
+        c.http.request.set_header(name, value);
+        Ok(())
     }
 }
 
