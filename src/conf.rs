@@ -128,6 +128,8 @@ pub struct UpsConf {
     pub tls: crate::tls::TlsConf,
     /// `check_fail_open`.
     pub fail_open: Setting<FailOpen>,
+    /// `check_outlier`.
+    pub outlier: Setting<cc::OutlierConf>,
     /// `check_log` (in an upstream, or in the http or stream block).
     pub event_log: Setting<EventSink>,
     /// `check_max_inflight` (in an upstream, or in the http or stream block).
@@ -263,6 +265,9 @@ setting_directives! {
     /// `check_fail_open off|on|N%;` in an upstream block.
     ngx_upstream_check_fail_open: UpsConf, "check_fail_open", fail_open, Repeat::Refuse,
         |_cf, args| cc::parse_fail_open(args);
+    /// `check_outlier [name=value ...];` in an upstream block.
+    ngx_upstream_check_outlier: UpsConf, "check_outlier", outlier, Repeat::Refuse,
+        |_cf, args| cc::parse_outlier(args);
     /// `check_shm_size size;` in http or stream.
     ngx_upstream_check_shm_size: MainConf, "check_shm_size", shm_size, Repeat::Refuse,
         |_cf, args| cc::parse_shm_size(one("check_shm_size", args)?);

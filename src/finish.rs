@@ -49,6 +49,7 @@ fn facts(u: &UpstreamRef) -> cc::UpstreamFacts<'_> {
         fail_open: c.fail_open.is_set(),
         tls: c.tls.facts(),
         resolve_lines: u.resolve_lines,
+        outlier: c.outlier.is_set(),
         written: c.written,
     }
 }
@@ -132,12 +133,13 @@ pub unsafe fn context(
     // SAFETY: set by nginx at start.
     let page = unsafe { ngx_pagesize };
     let blocks = mcf.matches.blocks();
+    let outliers = facts.iter().any(|f| f.outlier && f.check.is_some());
     let finished = cc::finish_context(
         group,
         &facts,
         &blocks,
         mcf.shm_size.get().copied(),
-        |n, d| shm::required_size(n, d, page),
+        |n, d| shm::required_size(n, d, outliers, page),
     );
     // Where each directive was written (the indices are the facts', so
     // the upstreams').
@@ -158,6 +160,7 @@ pub unsafe fn context(
             cc::Directive::HttpVersion(i) => ups(i).map(|c| c.http.http_version.loc),
             cc::Directive::Match(j) => mcf.matches.loc(j),
             cc::Directive::FailOpen(i) => ups(i).map(|c| c.fail_open.loc),
+            cc::Directive::Outlier(i) => ups(i).map(|c| c.outlier.loc),
             cc::Directive::Tls(i, d) => ups(i).and_then(|c| c.tls.loc(d)),
         }
         .unwrap_or_default()
@@ -177,6 +180,8 @@ pub unsafe fn context(
     let plan = ZonePlan {
         identities: layout.identities,
         default_down: layout.default_down,
+        outlier: layout.outlier,
+        outliers,
         dynamic: layout.dynamic,
         tags: layout.tags,
         group,

@@ -12,6 +12,7 @@ mod admin;
 mod check;
 mod conf;
 mod directive;
+mod ejections;
 mod enforce;
 mod entry;
 mod events;
@@ -21,6 +22,7 @@ mod gate;
 mod hooks;
 mod match_block;
 mod modules;
+mod outlier;
 mod pool;
 mod process;
 mod regex;
@@ -146,7 +148,7 @@ const fn check_status(name: ngx::ffi::ngx_str_t) -> Directive {
 
 /// The module's directives, each said once: the http and stream tables are
 /// made from this list (docs/directives.md documents each).
-const DIRECTIVES: [Directive; 49] = {
+const DIRECTIVES: [Directive; 50] = {
     use core::mem::offset_of;
     use NGX_CONF_1MORE as MORE;
     use NGX_CONF_TAKE1 as ONE;
@@ -232,6 +234,11 @@ const DIRECTIVES: [Directive; 49] = {
                 conf::ngx_upstream_check_max_inflight,
             )
         },
+        ups(
+            ngx_string!("check_outlier"),
+            NGX_CONF_ANY,
+            conf::ngx_upstream_check_outlier,
+        ),
         ups(
             ngx_string!("check_keepalive_requests"),
             ONE,

@@ -35,6 +35,9 @@ struct State {
     /// they were built from.
     #[expect(dead_code, reason = "owned for Drop only")]
     writers: Vec<crate::statefile::StateWriter>,
+    /// Worker 0's `check_outlier` timer; held for its `Drop`.
+    #[expect(dead_code, reason = "owned for Drop only")]
+    outliers: Option<crate::ejections::OutlierTimer>,
     worker: Worker,
 }
 
@@ -145,7 +148,17 @@ pub unsafe fn init(cycle: &ngx_cycle_t) {
     worker.http.settle_fail_open(cycle.log);
     worker.stream.settle_fail_open(cycle.log);
     // SAFETY: per the contract.
-    let writers = if unsafe { worker_slot(cycle) }.0 == 0 {
+    let first = unsafe { worker_slot(cycle) }.0 == 0;
+    let outliers = first
+        .then(|| {
+            crate::ejections::OutlierTimer::start(
+                [&worker.http, &worker.stream],
+                with_context,
+                cycle.log,
+            )
+        })
+        .flatten();
+    let writers = if first {
         [Group::Http, Group::Stream]
             .into_iter()
             .filter_map(|g| {
@@ -162,6 +175,7 @@ pub unsafe fn init(cycle: &ngx_cycle_t) {
         Some(State {
             probers,
             writers,
+            outliers,
             worker,
         }),
     );

@@ -17,6 +17,7 @@
 
 use core::ffi::c_void;
 
+use ngx::ffi::{ngx_current_msec, ngx_http_upstream_t, ngx_msec_t, ngx_stream_upstream_t};
 use ngx::ffi::{
     ngx_event_free_peer_pt, ngx_event_get_peer_pt, ngx_event_notify_peer_pt,
     ngx_event_save_peer_session_pt, ngx_event_set_peer_session_pt, ngx_http_request_t,
@@ -29,6 +30,7 @@ use crate::enforce::{stock, Wrapped};
 use crate::ffi::guard;
 use crate::process;
 use crate::upstream::UpstreamRef;
+use healthcheck_core::outlier::Attempt;
 use healthcheck_core::status::Group;
 
 /// Wrap `peer.init` of every checked upstream that needs it: all of them
@@ -47,7 +49,8 @@ pub unsafe fn wrap(proto: Group, ups: &[UpstreamRef]) {
             continue;
         };
         let Some(check) = c.check.get() else { continue };
-        if !stock && check.passive_fall == 0 && u.resolve_lines == 0 || c.wrapped.is_some() {
+        let counted = check.passive_fall > 0 || c.outlier.is_set();
+        if !stock && !counted && u.resolve_lines == 0 || c.wrapped.is_some() {
             continue;
         }
         // SAFETY: `srv` is the block's srv conf of `proto`'s upstream
@@ -79,7 +82,8 @@ unsafe fn ups_conf<'a>(srv_conf: *mut *mut c_void, proto: Group) -> Option<&'a U
 }
 
 /// What happens before the balancer's own `peer.init`: stock mode applies
-/// the state changes. After it, `passive_fall` watches the attempts.
+/// the state changes. After it, `passive_fall` and `check_outlier` watch
+/// the attempts.
 fn before(proto: Group, srv: usize, conf: &UpsConf) -> bool {
     if stock(proto) {
         process::with(|w| w.context(proto).apply(srv));
@@ -87,7 +91,7 @@ fn before(proto: Group, srv: usize, conf: &UpsConf) -> bool {
         // Resolved peers: the view the hook reads (docs/resolved.md).
         process::with(|w| w.context(proto).refresh_srv(srv));
     }
-    conf.check.get().is_some_and(|c| c.passive_fall > 0)
+    conf.check.get().is_some_and(|c| c.passive_fall > 0) || conf.outlier.is_set()
 }
 
 unsafe extern "C" fn http_init_peer(
@@ -118,6 +122,7 @@ unsafe extern "C" fn http_init_peer(
                 (*r).pool,
                 Group::Http,
                 us.cast(),
+                (*r).upstream.cast(),
             )
         }
     })
@@ -144,7 +149,15 @@ unsafe extern "C" fn stream_init_peer(
             return rc;
         }
         // SAFETY: as for http: the session's upstream and its peer.
-        unsafe { watch_attempts(&mut (*(*s).upstream).peer, pool, Group::Stream, us.cast()) }
+        unsafe {
+            watch_attempts(
+                &mut (*(*s).upstream).peer,
+                pool,
+                Group::Stream,
+                us.cast(),
+                (*s).upstream.cast(),
+            )
+        }
     })
 }
 
@@ -159,18 +172,23 @@ struct Attempts {
     save_session: ngx_event_save_peer_session_pt,
     proto: Group,
     srv: usize,
+    /// The request's `ngx_http_upstream_t` or the session's
+    /// `ngx_stream_upstream_t`: its state says how the attempt ended.
+    upstream: *mut c_void,
 }
 
 /// Put our callbacks in front of the balancer's for this request.
 ///
 /// # Safety
 /// `pc` is the request's peer connection right after the balancer's
-/// `peer.init`; `pool` is the request's (session's) pool.
+/// `peer.init`; `pool` is the request's (session's) pool; `upstream` is
+/// the request's (session's) upstream, of `proto`.
 unsafe fn watch_attempts(
     pc: &mut ngx_peer_connection_t,
     pool: *mut ngx_pool_t,
     proto: Group,
     srv: *mut c_void,
+    upstream: *mut c_void,
 ) -> ngx_int_t {
     let a = Attempts {
         data: pc.data,
@@ -181,6 +199,7 @@ unsafe fn watch_attempts(
         save_session: pc.save_session,
         proto,
         srv: srv as usize,
+        upstream,
     };
     // SAFETY: the pool lives as long as the request; the cleanup drops
     // nothing that owns memory (plain pointers).
@@ -226,17 +245,77 @@ unsafe extern "C" fn attempt_free(
 ) {
     // SAFETY: nginx passes the data we stored and its peer connection.
     let (a, sockaddr, log) = unsafe { (attempts(data), (*pc).sockaddr, (*pc).log) };
+    let failed = state & ngx::ffi::NGX_PEER_FAILED as ngx_uint_t != 0;
+    // Read before the balancer's `free` (the keepalive module may take
+    // the connection).
+    // SAFETY: `pc` is the attempt's peer connection, `a.upstream` its
+    // request's (session's) upstream.
+    let attempt = unsafe { ended(a.proto, a.upstream, &*pc, failed) };
     if let Some(free) = a.free {
         // SAFETY: the balancer's own callback with its own data.
         unsafe { free(pc, a.data, state) };
     }
     guard(log, "passive_fall", (), || {
-        let failed = state & ngx::ffi::NGX_PEER_FAILED as ngx_uint_t != 0;
         process::with(|w| {
             w.context(a.proto)
-                .attempt_ended(a.srv, sockaddr as usize, failed, log)
+                .attempt_ended(a.srv, sockaddr as usize, failed, attempt, log)
         });
     });
+}
+
+/// How the attempt ended, from nginx's upstream state: the HTTP status,
+/// whether it failed (nginx said so, or, in stream, the connection to the
+/// peer saw an error or a timeout), and its time (http: the response
+/// time so far; stream: the connect time).
+///
+/// # Safety
+/// `upstream` is the request's `ngx_http_upstream_t` or the session's
+/// `ngx_stream_upstream_t` (per `proto`), `pc` its peer connection.
+unsafe fn ended(
+    proto: Group,
+    upstream: *mut c_void,
+    pc: &ngx_peer_connection_t,
+    failed: bool,
+) -> Attempt {
+    const UNSET: ngx_msec_t = ngx_msec_t::MAX;
+    // SAFETY: nginx's cached clock.
+    let now = unsafe { ngx_current_msec };
+    let mut a = Attempt {
+        status: 0,
+        failed,
+        time_ms: None,
+    };
+    match proto {
+        Group::Http => {
+            // SAFETY: per the contract; the state is the attempt's own
+            // (pushed when it connected) or NULL.
+            unsafe {
+                let u = &*upstream.cast::<ngx_http_upstream_t>();
+                if let Some(st) = u.state.as_ref() {
+                    a.status = u16::try_from(st.status).unwrap_or(0);
+                    a.time_ms = Some(if st.response_time != UNSET {
+                        st.response_time as u64
+                    } else {
+                        now.wrapping_sub(u.start_time) as u64
+                    });
+                }
+            }
+        }
+        Group::Stream => {
+            // SAFETY: as above.
+            unsafe {
+                let u = &*upstream.cast::<ngx_stream_upstream_t>();
+                if let Some(st) = u.state.as_ref() {
+                    a.time_ms = (st.connect_time != UNSET).then_some(st.connect_time as u64);
+                }
+                if let Some(c) = pc.connection.as_ref() {
+                    let (r, w) = (&*c.read, &*c.write);
+                    a.failed |= r.error() != 0 || w.error() != 0 || r.timedout() != 0;
+                }
+            }
+        }
+    }
+    a
 }
 
 unsafe extern "C" fn attempt_notify(

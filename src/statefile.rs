@@ -37,6 +37,7 @@ use core::sync::atomic::Ordering;
 
 use healthcheck_core::statefile::{self as sf, Entry, Named};
 use healthcheck_core::status::Group;
+use healthcheck_core::zone::admin;
 use ngx::ffi::{
     ngx_add_timer, ngx_del_timer, ngx_event_t, ngx_log_t, NGX_LOG_NOTICE, NGX_LOG_WARN,
 };
@@ -228,7 +229,7 @@ impl Inner {
             for v in [
                 s.identity.load(r),
                 u64::from(s.up.load(r)),
-                u64::from(s.admin.load(r)),
+                u64::from(s.admin.load(r) & admin::DISABLED),
                 s.last_change.load(r),
                 s.down_since.load(r),
             ] {
@@ -293,7 +294,8 @@ impl Inner {
                     entry: Entry {
                         identity: s.identity.load(r),
                         up: s.up.load(r) != 0,
-                        admin: s.admin.load(r),
+                        // An ejection is not saved: it ends with its time.
+                        admin: s.admin.load(r) & admin::DISABLED,
                         last_change: s.last_change.load(r),
                         down_since: s.down_since.load(r),
                     },

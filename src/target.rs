@@ -20,7 +20,7 @@ use crate::conf::{EventSink, HttpConf};
 use crate::ffi::{self, str_bytes};
 use crate::match_block::CompiledMatch;
 use crate::regex::Compiled;
-use crate::shm::Zone;
+use crate::shm::{Slot, Zone};
 use crate::tls::TlsConf;
 use crate::upstream::{PeerRef, UpstreamRef};
 
@@ -56,6 +56,8 @@ pub struct UpstreamCheck {
     pub events: Option<EventSink>,
     /// The upstream's own `check_max_inflight` (without: its block's limit).
     pub max_inflight: Option<u32>,
+    /// `check_outlier`.
+    pub outlier: Option<healthcheck_core::conf::OutlierConf>,
 }
 
 /// What a gRPC health check asks and accepts.
@@ -170,6 +172,10 @@ impl UpstreamCheck {
             group,
             events: c.event_log.get().copied().or(block_log),
             max_inflight: c.max_inflight.get().copied(),
+            outlier: c.outlier.get().map(|o| match group {
+                Group::Http => *o,
+                Group::Stream => o.for_stream(),
+            }),
         })
     }
 
@@ -296,10 +302,7 @@ impl UpstreamCheck {
             let (mut up, mut total) = (0u64, 0u64);
             for &(i, w) in members.iter() {
                 total += u64::from(w);
-                if zone
-                    .slot(i as usize)
-                    .is_some_and(|s| s.up.load(Relaxed) != 0)
-                {
+                if zone.slot(i as usize).is_some_and(Slot::serving) {
                     up += u64::from(w);
                 }
             }

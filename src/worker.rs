@@ -19,10 +19,12 @@ use ngx::ffi::{
 
 use crate::ffi::{self, unix_ms};
 use crate::match_block::CompiledMatch;
+use crate::outlier;
 use crate::resolved::{ResolveUps, Resolved};
 use crate::shm::{Slot, Zone};
 use crate::target::{Target, UpstreamCheck};
 use crate::upstream::UpstreamRef;
+use healthcheck_core::outlier::Attempt;
 use healthcheck_core::status::Group;
 
 /// The checked peers of one context.
@@ -261,8 +263,16 @@ impl Context {
     }
 
     /// nginx ended a proxied attempt to the peer at `sockaddr` of the
-    /// upstream `srv` (`passive_fall`).
-    pub fn attempt_ended(&self, srv: usize, sockaddr: usize, failed: bool, log: *mut ngx_log_t) {
+    /// upstream `srv`: `failed` as nginx reported it (`passive_fall`),
+    /// `attempt` as its upstream state tells (`check_outlier`).
+    pub fn attempt_ended(
+        &self,
+        srv: usize,
+        sockaddr: usize,
+        failed: bool,
+        attempt: Attempt,
+        log: *mut ngx_log_t,
+    ) {
         let (Some(zone), Some(i)) = (self.zone.as_ref(), self.sel_map.get(srv)) else {
             return;
         };
@@ -279,6 +289,9 @@ impl Context {
         let Some(slot) = zone.slot(index as usize) else {
             return;
         };
+        if sel.check.outlier.is_some() {
+            self.judge(zone, |judge| judge.attempt(&sel.check, index, attempt, log));
+        }
         if !failed {
             slot.passive_success();
             return;
@@ -315,6 +328,33 @@ impl Context {
             );
         }
         sel.check.update_fail_open(zone, log);
+    }
+
+    /// `f` with the context as `check_outlier` needs it.
+    fn judge<R>(&self, zone: &Zone, f: impl FnOnce(&outlier::Judge) -> R) -> R {
+        let with_target = |i: u32, g: &mut dyn FnMut(&Target)| {
+            self.with_target(i, |t| g(t));
+        };
+        f(&outlier::Judge {
+            zone,
+            with_target: &with_target,
+        })
+    }
+
+    /// Worker 0's look at the upstreams with `check_outlier`
+    /// (`crate::ejections`).
+    pub fn outlier_tick(&self, now: u64, starts: &mut Vec<u64>, log: *mut ngx_log_t) {
+        let Some(zone) = self.zone.as_ref() else {
+            return;
+        };
+        let checks: Vec<&UpstreamCheck> = self.sels.iter().map(|s| &*s.check).collect();
+        self.judge(zone, |judge| judge.tick(&checks, now, starts, log));
+    }
+
+    /// The period worker 0's outlier timer needs, ms; `None` without
+    /// `check_outlier`.
+    pub fn outlier_period(&self) -> Option<u64> {
+        outlier::period(self.sels.iter().map(|s| &*s.check))
     }
 
     /// Bring every upstream's fail-open state in line with its peers'

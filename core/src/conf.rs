@@ -25,6 +25,7 @@ mod escape;
 mod grpc;
 mod http;
 pub mod migration;
+mod outlier;
 mod time;
 pub mod tls;
 
@@ -49,6 +50,7 @@ pub use http::{
     parse_http_send, HttpSend, StatusClasses, BUFFER_SIZE_DEFAULT, BUFFER_SIZE_MAX,
     BUFFER_SIZE_MIN, HOST_WARNING,
 };
+pub use outlier::{parse_outlier, OutlierConf};
 pub use time::parse_time;
 
 /// Smallest `interval`, in ms.

@@ -12,6 +12,7 @@ pub mod http;
 pub mod identity;
 pub mod inflight;
 pub mod matcher;
+pub mod outlier;
 pub mod protocols;
 pub mod ptrmap;
 pub mod query;

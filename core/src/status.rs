@@ -28,6 +28,11 @@
 //! - "No HTTP status yet" ([`PeerRow::http_status`] `None`) is `null` in
 //!   JSON, an empty cell in CSV and HTML and `0` in Prometheus, which has
 //!   the series only for `http`/`https` peers and only on the full page.
+//! - "No `check_outlier`" ([`PeerRow::outlier`] `None`) is `"ejections": 0`
+//!   and `"outlier": null` in JSON, empty cells in CSV and HTML and no
+//!   outlier series in Prometheus (which has them only on the full page).
+//!   `ejected_until` is only shown while [`PeerRow::ejected`] (`null` /
+//!   empty / `&ndash;` otherwise), whatever the view holds.
 //!
 //! See each format's module for its escaping rules: [`json`], [`csv`],
 //! [`html`], [`prom`].
@@ -354,6 +359,12 @@ pub struct PeerRow<'a> {
     /// The other rows its probe is shared with (empty: its own probe).
     /// JSON only.
     pub shared_with: &'a [SharedRow],
+    /// Ejected by `check_outlier` (then `up` is false and the last
+    /// failure reason is `outlier`, whatever its check says).
+    pub ejected: bool,
+    /// Its upstream's `check_outlier` counters; `None` without
+    /// `check_outlier`.
+    pub outlier: Option<crate::outlier::View>,
 }
 
 impl PeerRow<'_> {
@@ -384,6 +395,9 @@ pub struct UpstreamSummary<'a> {
     pub down: u64,
     /// Peers an operator disabled.
     pub disabled: u64,
+    /// Peers `check_outlier` ejects (their `up` is false: counted in
+    /// `down`, and selectable only while the upstream fails open).
+    pub ejected: u64,
     /// Peers selection may pick: not disabled, and up or failing open.
     pub selectable: u64,
     /// The upstream fails open (a down peer may be selected).
@@ -409,6 +423,7 @@ pub fn summarize<'a>(rows: &[PeerRow<'a>]) -> Vec<UpstreamSummary<'a>> {
                     up: 0,
                     down: 0,
                     disabled: 0,
+                    ejected: 0,
                     selectable: 0,
                     fail_open: false,
                 });
@@ -423,6 +438,7 @@ pub fn summarize<'a>(rows: &[PeerRow<'a>]) -> Vec<UpstreamSummary<'a>> {
             u.down += 1;
         }
         u.disabled += u64::from(r.disabled);
+        u.ejected += u64::from(r.ejected);
         u.selectable += u64::from(!r.disabled && (r.up || r.fail_open));
         u.fail_open |= r.fail_open;
     }
@@ -611,6 +627,17 @@ fn shown_down_since(r: &PeerRow) -> Option<u64> {
         None
     } else {
         r.down_since_ms
+    }
+}
+
+/// `ejected_until` as shown: only while ejected, and only with
+/// `check_outlier`'s view.
+#[inline]
+fn shown_ejected_until(r: &PeerRow) -> Option<u64> {
+    if r.ejected {
+        r.outlier.and_then(|o| o.ejected_until_ms)
+    } else {
+        None
     }
 }
 

@@ -13,13 +13,14 @@ use core::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 use std::collections::{HashMap, VecDeque};
 
 use crate::health::{Health, Transition};
+use crate::outlier::Counters;
 use crate::reason::{Reason, REASONS};
 use crate::status::{duration_bucket, DURATION_SLOTS};
 
 /// "ngx_hck1": written first into a zone this module initialised.
 pub const MAGIC: u64 = 0x6e67_785f_6863_6b31;
 /// Bumped whenever the layout of [`Header`] or [`Slot`] changes.
-pub const LAYOUT_VERSION: u32 = 5;
+pub const LAYOUT_VERSION: u32 = 6;
 
 /// Zone header.
 #[repr(C)]
@@ -32,6 +33,10 @@ pub struct Header {
     pub nslots: u32,
     /// Slots of configured peers, one per peer in configuration order.
     pub nstatic: u32,
+    /// One [`Counters`] per slot after the room's metas when 1
+    /// (`check_outlier` in some upstream of the context), none when 0.
+    pub outliers: u32,
+    pub _pad: u32,
     /// `check_log` lines not written (a full disk, a syslog server gone):
     /// the status page's `dropped_events`.
     pub dropped_events: AtomicU32,
@@ -67,6 +72,9 @@ impl Header {
 pub mod admin {
     /// Kept out of selection by an operator until enabled again.
     pub const DISABLED: u32 = 1;
+    /// Ejected by `check_outlier` until its ejection time is over (not
+    /// saved in the state file).
+    pub const EJECTED: u32 = 2;
 }
 
 /// Per-peer state. `seq` is a sequence lock for readers: odd while a
@@ -143,11 +151,19 @@ pub struct DynMeta {
 
 /// Bytes of zone data for `nslots` slots of which the last `ndyn` are
 /// room for resolved addresses: header, slots, then one [`DynMeta`] per
-/// slot of that room.
-pub const fn data_bytes(nslots: usize, ndyn: usize) -> usize {
+/// slot of that room, then (with `outliers`) one [`Counters`] per slot.
+pub const fn data_bytes(nslots: usize, ndyn: usize, outliers: bool) -> usize {
     let n = if nslots == 0 { 1 } else { nslots };
-    size_of::<Header>() + n * SLOT_SIZE + ndyn * size_of::<DynMeta>()
+    let counters = if outliers {
+        n * size_of::<Counters>()
+    } else {
+        0
+    };
+    size_of::<Header>() + n * SLOT_SIZE + ndyn * size_of::<DynMeta>() + counters
 }
+
+/// Bytes of shared memory `check_outlier` adds per peer.
+pub const OUTLIER_SIZE: usize = size_of::<Counters>();
 
 /// What a round found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -307,12 +323,36 @@ impl Slot {
     }
 
     /// Whether selection must skip this peer: disabled by an operator, or
-    /// down by its check while its upstream is not failing open.
+    /// down by its check or ejected while its upstream is not failing open.
     #[inline]
     pub fn vetoed(&self) -> bool {
         let r = Ordering::Relaxed;
-        self.admin.load(r) & admin::DISABLED != 0
-            || (self.up.load(r) == 0 && self.fail_open.load(r) == 0)
+        let admin = self.admin.load(r);
+        admin & admin::DISABLED != 0
+            || ((self.up.load(r) == 0 || admin & admin::EJECTED != 0)
+                && self.fail_open.load(r) == 0)
+    }
+
+    /// Whether `check_outlier` ejected the peer.
+    #[inline]
+    pub fn ejected(&self) -> bool {
+        self.admin.load(Ordering::Relaxed) & admin::EJECTED != 0
+    }
+
+    /// Up by its check and not ejected: what fail-open counts.
+    #[inline]
+    pub fn serving(&self) -> bool {
+        self.up.load(Ordering::Relaxed) != 0 && !self.ejected()
+    }
+
+    /// Set or clear `admin::EJECTED`; returns whether it changed.
+    pub fn set_ejected(&self, ejected: bool) -> bool {
+        let before = if ejected {
+            self.admin.fetch_or(admin::EJECTED, Ordering::AcqRel)
+        } else {
+            self.admin.fetch_and(!admin::EJECTED, Ordering::AcqRel)
+        };
+        (before & admin::EJECTED != 0) != ejected
     }
 
     /// The peer's health as stored.
@@ -554,20 +594,30 @@ impl Slot {
 /// Fill the slots of a fresh zone: each takes over the state of the old
 /// slot with its identity (a repeated identity, the same server listed
 /// twice, matches its occurrences in order) or starts new.
-/// `identities[i]` and `default_down[i]` describe `new[i]`.
-pub fn fill(new: &[Slot], old: &[Slot], identities: &[u64], default_down: &[bool]) {
-    let mut by_identity: HashMap<u64, VecDeque<&Slot>> = HashMap::new();
-    for s in old {
+/// `identities[i]` and `default_down[i]` describe `new[i]`. Returns, for
+/// each new slot, the index of the old slot it took over.
+pub fn fill(
+    new: &[Slot],
+    old: &[Slot],
+    identities: &[u64],
+    default_down: &[bool],
+) -> Vec<Option<usize>> {
+    let mut by_identity: HashMap<u64, VecDeque<usize>> = HashMap::new();
+    for (j, s) in old.iter().enumerate() {
         let id = s.identity.load(Ordering::Relaxed);
-        by_identity.entry(id).or_default().push_back(s);
+        by_identity.entry(id).or_default().push_back(j);
     }
+    let mut from = Vec::with_capacity(new.len());
     for (i, slot) in new.iter().enumerate() {
         let id = identities.get(i).copied().unwrap_or(0);
-        match by_identity.get_mut(&id).and_then(VecDeque::pop_front) {
+        let prev = by_identity.get_mut(&id).and_then(VecDeque::pop_front);
+        match prev.and_then(|j| old.get(j)) {
             Some(prev) => slot.init_inherited(id, prev),
             None => slot.init_new(id, default_down.get(i).copied().unwrap_or(false)),
         }
+        from.push(prev);
     }
+    from
 }
 
 #[cfg(test)]

@@ -1719,6 +1719,8 @@ fn borrow(owned: &[OwnedRow]) -> Vec<PeerRow<'_>> {
                 grpc_status: o.checks.checked_rem(17).map(|c| c as u32),
                 period_ms: 1000,
                 shared_with: &[],
+                ejected: false,
+                outlier: None,
                 last_change_ms: o.last_change_ms,
                 last_duration_ms: o.sum,
                 down_since_ms: o.down_since_ms,
@@ -1860,7 +1862,9 @@ fn check_json(
             Some(&serde_json::json!(r.grpc_status))
         );
         prop_assert_eq!(o.get("shared_with"), Some(&serde_json::json!([])));
-        prop_assert_eq!(o.as_object().map(|m| m.len()), Some(26));
+        prop_assert_eq!(o.get("ejections"), Some(&serde_json::json!(0)));
+        prop_assert_eq!(o.get("outlier"), Some(&serde_json::Value::Null));
+        prop_assert_eq!(o.as_object().map(|m| m.len()), Some(29));
     }
     // Key order (serde_json's map does not keep it): each peer is one line,
     // and a key with its `": ` cannot occur inside an escaped string.
@@ -1935,6 +1939,12 @@ fn check_csv(body: &[u8], filter: Option<Filter>, rows: &[PeerRow]) -> Result<()
             (if r.disabled { "disabled" } else { "" }).to_string(),
             r.period_ms.to_string(),
             opt(r.grpc_status.map(u64::from)),
+            // No check_outlier in these rows: its five cells are empty.
+            String::new(),
+            String::new(),
+            String::new(),
+            String::new(),
+            String::new(),
         ];
         prop_assert_eq!(
             rec.iter().collect::<Vec<_>>(),
@@ -1982,7 +1992,7 @@ fn check_html(body: &[u8], query: &Query, rows: &[PeerRow]) -> Result<(), TestCa
     prop_assert_eq!(got.len(), shown.len());
     for ((down, cells), r) in got.iter().zip(&shown) {
         prop_assert_eq!(*down, !r.up);
-        prop_assert_eq!(cells.len(), 23, "{:?}", cells);
+        prop_assert_eq!(cells.len(), 28, "{:?}", cells);
         prop_assert_eq!(
             html_unescape(&cells[19]).map_err(TestCaseError::fail)?,
             html_expected(r.server)
@@ -4218,3 +4228,138 @@ fn state_file_million_lines() {
 // as a test of its own.
 #[path = "fuzz/h2.rs"]
 mod h2;
+
+use healthcheck_core::outlier::{
+    classify, evaluate, Attempt, Counters, Interval, Outcome, OutlierConf, Rule,
+};
+
+/// One `check_outlier` argument: a known parameter with a value that may
+/// or may not be valid, or junk.
+fn outlier_arg() -> impl Strategy<Value = Vec<u8>> {
+    let names = [
+        "consecutive_5xx",
+        "consecutive_errors",
+        "failure_percentage",
+        "success_rate",
+        "stdev_factor",
+        "latency",
+        "min_requests",
+        "interval",
+        "ejection",
+        "max_ejection",
+        "max_ejected",
+        "bogus",
+        "",
+    ];
+    let values = prop_oneof![
+        (0u64..2_000_000).prop_map(|n| n.to_string()),
+        (0u64..200).prop_map(|n| format!("{n}%")),
+        (0u64..100_000, 0u8..9).prop_map(|(v, f)| render_ms(v, f).0),
+        "[0-9]{0,2}\\.[0-9]{0,4}",
+        Just("on".to_string()),
+        Just("off".to_string()),
+        ".{0,8}",
+    ];
+    prop_oneof![
+        (0..names.len(), values).prop_map(move |(i, v)| format!("{}={v}", names[i]).into_bytes()),
+        vec(any::<u8>(), 0..12),
+    ]
+}
+
+proptest! {
+    #![proptest_config(cfg(400))]
+
+    /// Any arguments: a settings value within its documented bounds, or an
+    /// error naming the directive; never a panic.
+    #[test]
+    fn outlier_arguments_parse_or_name_the_directive(args in vec(outlier_arg(), 0..13)) {
+        let refs: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
+        match conf::parse_outlier(&refs) {
+            Ok(c) => {
+                prop_assert!(c.max_ejection_ms >= c.ejection_ms);
+                prop_assert!((1..=100).contains(&c.max_ejected_pct));
+                prop_assert!((100..=10_000).contains(&c.stdev_factor_milli));
+                prop_assert!(c.interval_ms >= 1 && c.min_requests >= 1);
+                prop_assert!(
+                    c.consecutive_5xx > 0 || c.consecutive_errors > 0
+                        || c.failure_percentage.is_some() || c.success_rate,
+                    "some rule is on: {:?}", c
+                );
+            }
+            Err(e) => prop_assert!(e.0.contains("\"check_outlier\""), "{}", e.0),
+        }
+    }
+
+    /// Whatever the attempts, the counters add up: every attempt is a
+    /// request, failures are the non-successes, and a consecutive rule
+    /// trips only at the attempt that reaches its count.
+    #[test]
+    fn outlier_counters_add_up(
+        attempts in vec((prop_oneof![Just(0u16), Just(200), Just(404), Just(500), Just(503)], any::<bool>(), 0u64..2000), 0..300),
+        c5 in 0u32..6, ce in 0u32..6, latency in 0u64..1000,
+    ) {
+        let c = OutlierConf {
+            consecutive_5xx: c5,
+            consecutive_errors: ce,
+            latency_ms: latency,
+            ..OutlierConf::default()
+        };
+        let k = Counters::default();
+        let (mut fails, mut run5, mut rune) = (0u32, 0u32, 0u32);
+        for &(status, failed, t) in &attempts {
+            let o = classify(&c, Attempt { status, failed, time_ms: Some(t) });
+            let tripped = k.record(&c, o, t);
+            match o {
+                Outcome::Ok => { run5 = 0; rune = 0; }
+                Outcome::Http5xx => { fails += 1; run5 += 1; }
+                Outcome::Error | Outcome::Slow => { fails += 1; rune += 1; }
+            }
+            let want = match o {
+                Outcome::Http5xx if c5 > 0 && run5 == c5 => Some(Rule::Consecutive5xx(c5)),
+                Outcome::Error | Outcome::Slow if ce > 0 && rune == ce => Some(Rule::ConsecutiveErrors(ce)),
+                _ => None,
+            };
+            prop_assert_eq!(tripped, want);
+        }
+        let i = k.roll(0);
+        prop_assert_eq!(i.requests as usize, attempts.len());
+        prop_assert_eq!(i.failures, fails);
+        let v = k.view();
+        prop_assert_eq!(v.requests_total as usize, attempts.len());
+        prop_assert_eq!(v.failures_total, u64::from(fails));
+    }
+
+    /// The interval rules over any counts: each peer named at most once,
+    /// never an ejected one or one below min_requests, with a detail that
+    /// reads as documented.
+    #[test]
+    fn outlier_rules_judge_only_qualified_peers(
+        raw in vec((0u32..400, 0u32..400, 0u32..400, any::<bool>()), 0..30),
+        pct in prop::option::of(1u8..=100), rate in any::<bool>(),
+        min in 1u32..50, factor in 100u32..=10_000, latency in 0u64..2,
+    ) {
+        let c = OutlierConf {
+            failure_percentage: pct,
+            success_rate: rate,
+            min_requests: min,
+            stdev_factor_milli: factor,
+            latency_ms: latency * 300,
+            ..OutlierConf::default()
+        };
+        let peers: Vec<Interval> = raw
+            .iter()
+            .map(|&(r, f, s, e)| Interval { requests: r, failures: f.min(r), slow: s.min(f.min(r)), ejected: e })
+            .collect();
+        let out = evaluate(&c, &peers);
+        let mut seen = HashSet::new();
+        for (i, rule) in out {
+            prop_assert!(seen.insert(i));
+            prop_assert!(!peers[i].ejected && peers[i].requests >= min);
+            let d = rule.detail();
+            prop_assert!(
+                d.starts_with("failure rate ") || d.starts_with("success rate ") || d.starts_with("latency: "),
+                "{}", d
+            );
+        }
+    }
+}

@@ -21,6 +21,10 @@ use super::zone::Zone;
 pub struct ZonePlan {
     pub identities: Vec<u64>,
     pub default_down: Vec<bool>,
+    /// Each configured slot's upstream has `check_outlier`.
+    pub outlier: Vec<bool>,
+    /// The zone has outlier counters (some upstream has `check_outlier`).
+    pub outliers: bool,
     /// Slots for resolved addresses after the configured peers'.
     pub dynamic: usize,
     /// Tags of the upstreams with `resolve` servers (their old addresses
@@ -96,7 +100,7 @@ unsafe fn init_zone_data(zone: *mut ngx_shm_zone_t, old: *mut c_void) -> ngx_int
     let shpool = zone.shm.addr.cast::<ngx_slab_pool_t>();
     let n = plan.identities.len();
     let total = n + plan.dynamic;
-    let bytes = zone::data_bytes(total, plan.dynamic);
+    let bytes = zone::data_bytes(total, plan.dynamic, plan.outliers);
     // SAFETY: nginx initialised the slab pool at the start of the zone.
     let mem = unsafe { ngx_slab_alloc(shpool, bytes) };
     if mem.is_null() {
@@ -112,6 +116,7 @@ unsafe fn init_zone_data(zone: *mut ngx_shm_zone_t, old: *mut c_void) -> ngx_int
     h.version = LAYOUT_VERSION;
     h.nslots = total as u32;
     h.nstatic = n as u32;
+    h.outliers = u32::from(plan.outliers);
     // SAFETY: not NULL (checked above); the header was just written.
     let new = unsafe { Zone::from_parts(NonNull::new_unchecked(header), shpool) };
     // nginx 1.28 hands a `noreuse` zone the old zone's data; 1.26 does
@@ -149,12 +154,26 @@ unsafe fn init_zone_data(zone: *mut ngx_shm_zone_t, old: *mut c_void) -> ngx_int
     let old_slots = old
         .as_ref()
         .map_or(&[][..], |o| &o.slots()[..o.room_start()]);
-    zone::fill(
+    let from = zone::fill(
         &new.slots()[..n],
         old_slots,
         &plan.identities,
         &plan.default_down,
     );
+    // Outlier counters carry over with their slot; an ejection only where
+    // the upstream still has `check_outlier` (nothing else would end it).
+    for (i, prev) in from.iter().enumerate() {
+        let counters = new.counters(i);
+        let old_counters = prev.and_then(|j| old.as_ref()?.counters(j));
+        match (counters, old_counters, plan.outlier.get(i).copied()) {
+            (Some(c), Some(o), Some(true)) => c.copy_from(o),
+            _ => {
+                if let Some(s) = new.slot(i) {
+                    s.set_ejected(false);
+                }
+            }
+        }
+    }
     if let Some(o) = &old {
         // The old zone's resolved addresses: its other workers may still
         // claim there, but not after this cycle's workers start.

@@ -6,14 +6,15 @@ use core::ptr::NonNull;
 
 use ngx::ffi::{ngx_shm_zone_t, ngx_shmtx_lock, ngx_shmtx_unlock, ngx_slab_pool_t};
 
+pub use healthcheck_core::outlier::Counters;
 use healthcheck_core::zone::{self, LAYOUT_VERSION, MAGIC};
 pub use healthcheck_core::zone::{DynMeta, Header, Slot};
 
 /// Bytes of zone memory `nslots` configured peers and `ndyn` slots for
 /// resolved addresses need, slab bookkeeping included, rounded up to whole
 /// pages.
-pub fn required_size(nslots: usize, ndyn: usize, page: usize) -> usize {
-    let data = zone::data_bytes(nslots + ndyn, ndyn);
+pub fn required_size(nslots: usize, ndyn: usize, outliers: bool, page: usize) -> usize {
+    let data = zone::data_bytes(nslots + ndyn, ndyn, outliers);
     let data_pages = data.div_ceil(page);
     // ngx_slab_init: the pool header and per-size statistics, one page
     // descriptor per page, and up to one page lost to alignment.
@@ -78,6 +79,29 @@ impl Zone {
 
     pub fn slot(&self, i: usize) -> Option<&Slot> {
         self.slots().get(i)
+    }
+
+    /// Slot `i`'s outlier counters, in a zone that has them.
+    pub fn counters(&self, i: usize) -> Option<&Counters> {
+        let h = self.header();
+        let n = h.nslots as usize;
+        if h.outliers == 0 || i >= n {
+            return None;
+        }
+        let ndyn = n - self.room_start();
+        // SAFETY: `init_zone` placed `nslots` counters after the slots and
+        // the room's metas when `outliers` is set.
+        unsafe {
+            let first = self
+                .header_ptr()
+                .add(1)
+                .cast::<Slot>()
+                .add(n)
+                .cast::<DynMeta>()
+                .add(ndyn)
+                .cast::<Counters>();
+            Some(&*first.add(i))
+        }
     }
 
     /// The index of the first slot of the room for resolved addresses.

@@ -1,8 +1,9 @@
 //! One peer of the status page, copied out of its slot with its names.
 
+use healthcheck_core::outlier::{Counters, View};
 use healthcheck_core::reason::{Reason, REASONS};
 use healthcheck_core::status::{Group, PeerRow, SharedRow};
-use healthcheck_core::zone::{Slot, Snapshot};
+use healthcheck_core::zone::{admin, Slot, Snapshot};
 
 use crate::ffi::str_bytes;
 
@@ -29,6 +30,8 @@ pub(crate) struct Row {
     port: u16,
     period_ms: u64,
     pub(super) snap: Snapshot,
+    /// `check_outlier` counters, for an upstream with it.
+    outlier: Option<View>,
     /// A resolved address without a slot (its snapshot says up).
     unchecked: bool,
     /// Failures by reason: the first `nreasons`, those the check type can
@@ -62,6 +65,12 @@ impl Row {
         let upstream = name(t.upstream_bytes());
         let peer = name(t.peer.name_bytes());
         let server = name(t.peer.server_bytes());
+        let outlier = t
+            .check
+            .outlier
+            .and(context.zone.as_ref())
+            .and_then(|z| z.counters(t.index as usize))
+            .map(Counters::view);
         let kinds = t.check.failure_reasons();
         let mut reasons = [("", 0); REASONS];
         for (slot, r) in reasons.iter_mut().zip(kinds) {
@@ -84,6 +93,7 @@ impl Row {
             },
             period_ms: t.check.conf.period_ms(snap.up),
             snap,
+            outlier,
             unchecked: false,
             reasons,
             nreasons: kinds.len() as u8,
@@ -128,6 +138,7 @@ impl Row {
             port: r.check.conf.port,
             period_ms: r.check.conf.period_ms(true),
             snap,
+            outlier: None,
             unchecked: true,
             reasons: [("", 0); REASONS],
             shared: Vec::new(),
@@ -138,6 +149,15 @@ impl Row {
     pub(crate) fn peer<'a>(&'a self, names: &'a [u8]) -> PeerRow<'a> {
         let s = &self.snap;
         let text = |(start, end): (u32, u32)| &names[start as usize..end as usize];
+        // An ejected peer is down with reason `outlier`, whatever its check
+        // says, since its ejection started.
+        let ejected = s.admin & admin::EJECTED != 0 && self.outlier.is_some();
+        let up = s.up && !ejected;
+        let down_since = if ejected && s.up {
+            self.outlier.and_then(|o| o.ejected_at_ms)
+        } else {
+            (!s.up && s.down_since != 0).then_some(s.down_since)
+        };
         PeerRow {
             group: self.group,
             index: self.index,
@@ -149,7 +169,7 @@ impl Row {
             disabled: s.disabled(),
             fail_open: s.fail_open != 0,
             unchecked: self.unchecked,
-            up: s.up,
+            up,
             rise: s.rise,
             fall: s.fall,
             check_type: self.check_type,
@@ -164,7 +184,11 @@ impl Row {
             checks: s.checks,
             fails_total: s.fails_total,
             failures_by_reason: &self.reasons[..usize::from(self.nreasons)],
-            last_failure_reason: s.last_reason().map(Reason::name),
+            last_failure_reason: if ejected {
+                Some("outlier")
+            } else {
+                s.last_reason().map(Reason::name)
+            },
             last_change_ms: s.last_change,
             last_duration_ms: s.last_duration.into(),
             http_status: s.http_status(),
@@ -172,11 +196,13 @@ impl Row {
                 .then_some(s.tls_resumed),
             grpc_status: s.grpc_status(),
             period_ms: self.period_ms,
-            down_since_ms: (!s.up && s.down_since != 0).then_some(s.down_since),
+            down_since_ms: down_since,
             duration_buckets: &s.buckets,
             duration_sum_ms: s.duration_sum,
             duration_count: s.buckets.iter().sum(),
             shared_with: &self.shared,
+            ejected,
+            outlier: self.outlier,
         }
     }
 }

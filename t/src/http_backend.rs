@@ -63,6 +63,18 @@ pub enum Reply {
         /// Close (FIN) after it.
         close: bool,
     },
+    /// Wait `gap`, then send `bytes` and keep the connection (a slow
+    /// peer).
+    Delay {
+        /// Sent after the wait.
+        bytes: Vec<u8>,
+        /// The wait before answering.
+        gap: Duration,
+    },
+    /// The backend's nth request (counted over all its connections) gets
+    /// reply `n % len` (a peer that fails a set share of requests). A
+    /// `Rotate` inside closes the connection.
+    Rotate(Vec<Reply>),
     /// Send `head`, then `repeat` again and again until the client goes.
     Endless {
         /// Sent once.
@@ -128,6 +140,8 @@ struct Shared {
     /// Requests served per connection, in accept order.
     per_connection: Mutex<Vec<usize>>,
     connections: AtomicUsize,
+    /// Requests answered by a `Reply::Rotate` so far.
+    rotated: AtomicUsize,
     stop: AtomicBool,
     /// Clones of open connections, closed on drop.
     open: Mutex<Vec<TcpStream>>,
@@ -158,6 +172,7 @@ impl HttpBackend {
             requests: Mutex::new(Vec::new()),
             per_connection: Mutex::new(Vec::new()),
             connections: AtomicUsize::new(0),
+            rotated: AtomicUsize::new(0),
             stop: AtomicBool::new(false),
             open: Mutex::new(Vec::new()),
         });
@@ -279,8 +294,20 @@ fn serve(mut conn: TcpStream, shared: &Shared, index: usize) -> io::Result<()> {
         if let Some(n) = shared.per_connection.lock().unwrap().get_mut(index) {
             *n += 1;
         }
-        let reply = shared.reply.lock().unwrap().clone();
+        let mut reply = shared.reply.lock().unwrap().clone();
+        if let Reply::Rotate(all) = &reply {
+            let n = shared.rotated.fetch_add(1, Ordering::SeqCst);
+            reply = all
+                .get(n % all.len().max(1))
+                .cloned()
+                .unwrap_or(Reply::Close);
+        }
         match reply {
+            Reply::Rotate(_) => return conn.shutdown(Shutdown::Both),
+            Reply::Delay { bytes, gap } => {
+                thread::sleep(gap);
+                conn.write_all(&bytes)?;
+            }
             Reply::Raw { bytes, close } => {
                 conn.write_all(&bytes)?;
                 if close {

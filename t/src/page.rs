@@ -150,7 +150,7 @@ pub fn status_is_up(s: &str) -> bool {
 // --- JSON --------------------------------------------------------------------
 
 /// The keys of a JSON peer object.
-pub const JSON_PEER_KEYS: [&str; 26] = [
+pub const JSON_PEER_KEYS: [&str; 29] = [
     "index",
     "upstream",
     "name",
@@ -177,6 +177,9 @@ pub const JSON_PEER_KEYS: [&str; 26] = [
     "period_ms",
     "grpc_status",
     "shared_with",
+    "ejections",
+    "ejected_until",
+    "outlier",
 ];
 
 /// A JSON page: exactly the documented keys, totals and per-group totals.
@@ -261,7 +264,8 @@ check_port,last_delay,avg_delay,min_delay,max_delay,status";
 /// The columns the module adds after it.
 pub const CSV_OUR_COLUMNS: &str =
     "checks,fails_total,last_failure_reason,last_change,down_since,http_status,\
-server,backup,weight,admin,period_ms,grpc_status";
+server,backup,weight,admin,period_ms,grpc_status,ejections,ejected_until,outlier_requests,\
+outlier_failures,outlier_mean_ms";
 
 /// Every record as column -> value, through a strict RFC 4180 parser
 /// (equal field counts, valid UTF-8).

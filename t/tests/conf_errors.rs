@@ -842,6 +842,83 @@ fn passive_fall_and_fail_open() {
     ]);
 }
 
+/// `check_outlier`: each bad parameter is named with its value, as
+/// docs/directives.md lists them; every parameter loads.
+#[test]
+fn outlier_detection() {
+    let bad = |snippet: &'static str, all: &'static [&'static str]| Bad {
+        ctxs: &UPSTREAMS,
+        snippet,
+        server: TCP_SERVER,
+        all,
+        any: &[],
+    };
+    check_bad(&[
+        bad(
+            "check type=tcp; check_outlier consecutive_5xx=0;",
+            &[
+                "invalid value \"consecutive_5xx=0\" in \"check_outlier\" directive: \
+               consecutive_5xx must be a decimal integer from 1 to 1000000",
+            ],
+        ),
+        bad(
+            "check type=tcp; check_outlier max_ejected=0%;",
+            &[
+                "invalid value \"max_ejected=0%\" in \"check_outlier\" directive: max_ejected \
+               must be a percentage from 1% to 100%",
+            ],
+        ),
+        bad(
+            "check type=tcp; check_outlier latency=soon;",
+            &[
+                "invalid value \"latency=soon\" in \"check_outlier\" directive: latency must be \
+               a time from 1ms to 1d (500ms, 10s, 5m)",
+            ],
+        ),
+        bad(
+            "check type=tcp; check_outlier stdev_factor=20;",
+            &[
+                "invalid value \"stdev_factor=20\" in \"check_outlier\" directive: \
+               stdev_factor must be a decimal number from 0.1 to 10 (1.9, 2.5)",
+            ],
+        ),
+        bad(
+            "check type=tcp; check_outlier eject=1s;",
+            &[
+                "invalid parameter \"eject=1s\" in \"check_outlier\" directive: the parameters \
+               are consecutive_5xx, consecutive_errors, failure_percentage, success_rate, \
+               stdev_factor, latency, min_requests, interval, ejection, max_ejection and \
+               max_ejected (docs/directives.md, check_outlier)",
+            ],
+        ),
+        bad(
+            "check type=tcp; check_outlier ejection=10m max_ejection=1m;",
+            &[
+                "\"check_outlier\" max_ejection=60000ms is shorter than ejection=600000ms: \
+               max_ejection caps the growing ejection time and must be at least ejection",
+            ],
+        ),
+        bad(
+            "check type=tcp; check_outlier; check_outlier;",
+            &["\"check_outlier\" directive is duplicate"],
+        ),
+        bad(
+            "check_outlier;",
+            &["\"check_outlier\" requires \"check\" in upstream"],
+        ),
+    ]);
+    let up: &[Ctx] = &UPSTREAMS;
+    check_good(&[
+        (up, "check type=tcp; check_outlier;"),
+        (
+            up,
+            "check type=tcp; check_outlier consecutive_5xx=3 consecutive_errors=4 \
+             failure_percentage=30 success_rate=on stdev_factor=2.5 latency=500ms \
+             min_requests=20 interval=2s ejection=3s max_ejection=1m max_ejected=20%;",
+        ),
+    ]);
+}
+
 #[test]
 fn tls_directives() {
     check_bad(&[

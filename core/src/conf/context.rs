@@ -92,6 +92,8 @@ pub struct UpstreamFacts<'a> {
     /// Its `server ... resolve` lines (nginx adds and removes their
     /// addresses at run time; only read when it has `check`).
     pub resolve_lines: usize,
+    /// Whether it has `check_outlier`.
+    pub outlier: bool,
     /// Which parameters its `check` writes out.
     pub written: Written,
 }
@@ -169,6 +171,8 @@ pub enum Directive {
     Match(usize),
     /// `check_fail_open` of the upstream at this index.
     FailOpen(usize),
+    /// `check_outlier` of the upstream at this index.
+    Outlier(usize),
     /// The named `check_ssl_*` directive of the upstream at this index.
     Tls(usize, &'static str),
 }
@@ -191,6 +195,7 @@ impl Directive {
             D::GrpcStatus(i) => D::GrpcStatus(f(i)),
             D::HttpVersion(i) => D::HttpVersion(f(i)),
             D::FailOpen(i) => D::FailOpen(f(i)),
+            D::Outlier(i) => D::Outlier(f(i)),
             D::Tls(i, d) => D::Tls(f(i), d),
             D::ShmSize | D::Match(_) => self,
         }
@@ -215,6 +220,8 @@ pub struct ZoneLayout {
     pub identities: Vec<u64>,
     /// Each slot's `default_down`.
     pub default_down: Vec<bool>,
+    /// Each slot's upstream has `check_outlier`.
+    pub outlier: Vec<bool>,
     /// Slots after the configured peers' for addresses of `resolve`
     /// servers: [`RESOLVE_ROOM`] per line, or what `check_shm_size` leaves.
     pub dynamic: usize,
@@ -584,6 +591,7 @@ fn layout(
 ) -> Result<ZoneLayout, Diagnostic> {
     let mut identities = Vec::new();
     let mut default_down = Vec::new();
+    let mut outlier = Vec::new();
     let mut lines = 0;
     let mut tags = Vec::new();
     for (i, u) in upstreams.iter().enumerate() {
@@ -593,6 +601,15 @@ fn layout(
                 at: Directive::FailOpen(i),
                 error: ConfError(format!(
                     "\"check_fail_open\" requires \"check\" in upstream \"{name}\""
+                )),
+            });
+        }
+        if u.outlier && u.check.is_none() {
+            return Err(Diagnostic {
+                at: Directive::Outlier(i),
+                error: ConfError(format!(
+                    "\"check_outlier\" requires \"check\" in upstream \"{name}\" \
+                     (docs/outliers.md)"
                 )),
             });
         }
@@ -649,6 +666,7 @@ fn layout(
                 port,
             ));
             default_down.push(check.default_down);
+            outlier.push(u.outlier);
         }
     }
 
@@ -693,6 +711,7 @@ fn layout(
     Ok(ZoneLayout {
         identities,
         default_down,
+        outlier,
         dynamic,
         tags,
         size,

@@ -89,6 +89,7 @@ mod tests {
             fail_open: false,
             tls: Default::default(),
             resolve_lines: 0,
+            outlier: false,
             written: Written {
                 default_down: dd,
                 connection: false,

@@ -7,7 +7,13 @@
 //!   empty), `http_status` (the last HTTP status code the check got, empty
 //!   before any and for a check type without HTTP), `server` (the `server`
 //!   line as written, a text cell), `backup` (`true`/`false`), `weight`,
-//!   `admin` (empty, or `disabled`). New columns are only
+//!   `admin` (empty, or `disabled`), `period_ms`, `grpc_status` (the last
+//!   `grpc-status`, empty before any and for a check type without gRPC),
+//!   then `check_outlier`'s: `ejections`, `ejected_until` (unix ms while
+//!   ejected, else empty), `outlier_requests`, `outlier_failures` and
+//!   `outlier_mean_ms` (the last interval's proxied attempts, failures and
+//!   mean response time, empty without requests); all five are empty for
+//!   a peer whose upstream has no `check_outlier`. New columns are only
 //!   ever appended, so a reader that goes by position keeps working.
 //! - Records end with `\n` (LF, as the C module prints; RFC 4180 readers
 //!   accept it). No trailing data after the last record.
@@ -22,13 +28,14 @@
 //!   is valid UTF-8, as the `charset=utf-8` Content-Type promises.
 
 use super::text::{lossy_runs, push_i64, push_u64, REPLACEMENT};
-use super::{shown_down_since, shown_last_change, PeerRow};
+use super::{shown_down_since, shown_ejected_until, shown_last_change, PeerRow};
 
 /// The header line, without its line end.
 pub const HEADER: &str = "index,upstream_type,upstream_name,host,rise,fall,check_type,check_port,\
 last_delay,avg_delay,min_delay,max_delay,status,\
 checks,fails_total,last_failure_reason,last_change,down_since,http_status,\
-server,backup,weight,admin,period_ms,grpc_status";
+server,backup,weight,admin,period_ms,grpc_status,\
+ejections,ejected_until,outlier_requests,outlier_failures,outlier_mean_ms";
 
 /// The header line.
 pub(super) fn head(out: &mut Vec<u8>) {
@@ -94,6 +101,26 @@ pub(super) fn row(r: &PeerRow, out: &mut Vec<u8>) {
         out.push(b',');
         if let Some(code) = r.grpc_status {
             push_u64(out, code.into());
+        }
+        out.push(b',');
+        if let Some(o) = &r.outlier {
+            push_u64(out, o.ejections);
+        }
+        out.push(b',');
+        if let Some(t) = shown_ejected_until(r) {
+            push_u64(out, t);
+        }
+        out.push(b',');
+        if let Some(o) = &r.outlier {
+            push_u64(out, o.requests);
+            out.push(b',');
+            push_u64(out, o.failures);
+            out.push(b',');
+            if let Some(mean) = o.mean_ms {
+                push_u64(out, mean);
+            }
+        } else {
+            out.extend_from_slice(b",,");
         }
         out.push(b'\n');
     }

@@ -6,8 +6,8 @@
 //!   off, and to the other formats; the links keep the current filter and
 //!   refresh.
 //! - An "Upstreams" table: one line per upstream (peers, up, down,
-//!   disabled, selectable, failing open), over all its peers whatever the
-//!   filter; an upstream with no selectable peer has class `bad` and says
+//!   disabled, ejected, selectable, failing open), over all its peers
+//!   whatever the filter; an upstream with no selectable peer has class `bad` and says
 //!   "no selectable peer".
 //! - Per group (`http`, `stream`) a heading with its printed counts and a
 //!   table; down rows have class `down` and a red background; an empty group
@@ -17,14 +17,19 @@
 //!   the check got) is an empty cell when there is none, as it always is
 //!   for a check type without HTTP; so is the `gRPC` column (the last
 //!   `grpc-status`) but for gRPC checks.
+//! - The last five columns are `check_outlier`'s: ejections, the end of
+//!   the current ejection (`in 25s`, the time in its title; `&ndash;`
+//!   while not ejected), and the last interval's proxied requests, failed
+//!   requests and mean response time (`&ndash;` without requests); all
+//!   five are empty cells for a peer whose upstream has no `check_outlier`.
 //! - Text is escaped: `&` `<` `>` `"` `'` as entities; invalid UTF-8, C0
 //!   controls other than TAB/LF/CR, DEL and C1 controls (U+0080..U+009F)
 //!   become U+FFFD. The page is valid UTF-8.
 
 use super::text::{lossy_runs, push_age, push_i64, push_u64, push_utc, REPLACEMENT};
 use super::{
-    shown_down_since, shown_last_change, Counts, Filter, Group, Meta, PeerRow, Query,
-    UpstreamSummary,
+    shown_down_since, shown_ejected_until, shown_last_change, Counts, Filter, Group, Meta, PeerRow,
+    Query, UpstreamSummary,
 };
 
 const STYLE: &str = "\
@@ -72,6 +77,11 @@ pub(super) const COLUMNS: &[&str] = &[
     "weight",
     "backup",
     "admin",
+    "ejections",
+    "ejected until",
+    "requests",
+    "request failures",
+    "mean ms",
 ];
 
 /// Columns of the upstreams table.
@@ -82,6 +92,7 @@ pub(super) const UPSTREAM_COLUMNS: &[&str] = &[
     "up",
     "down",
     "disabled",
+    "ejected",
     "selectable",
     "fail open",
 ];
@@ -161,7 +172,7 @@ fn upstream_table(upstreams: &[UpstreamSummary], out: &mut Vec<u8>) {
         out.extend_from_slice(u.group.as_str().as_bytes());
         out.extend_from_slice(b"</td><td class=\"w\">");
         text(out, u.name);
-        for v in [u.peers, u.up, u.down, u.disabled] {
+        for v in [u.peers, u.up, u.down, u.disabled, u.ejected] {
             out.extend_from_slice(b"</td><td class=\"n\">");
             push_u64(out, v);
         }
@@ -403,10 +414,46 @@ pub(super) fn row(r: &PeerRow, now_ms: u64, out: &mut Vec<u8>) {
         b"</td><td>"
     });
     out.extend_from_slice(if r.disabled {
-        b"</td><td class=\"bad\">disabled</td></tr>\n"
+        b"</td><td class=\"bad\">disabled"
     } else {
-        b"</td><td></td></tr>\n"
+        b"</td><td>"
     });
+    outlier(r, now_ms, out);
+    out.extend_from_slice(b"</td></tr>\n");
+}
+
+/// `check_outlier`'s cells, each opened here (the caller closes the last).
+fn outlier(r: &PeerRow, now_ms: u64, out: &mut Vec<u8>) {
+    let Some(o) = &r.outlier else {
+        // No check_outlier: empty cells, as HTTP for a check without HTTP.
+        out.extend_from_slice(
+            b"</td><td class=\"n\"></td><td></td><td class=\"n\"></td>\
+<td class=\"n\"></td><td class=\"n\">",
+        );
+        return;
+    };
+    out.extend_from_slice(b"</td><td class=\"n\">");
+    push_u64(out, o.ejections);
+    out.extend_from_slice(b"</td><td>");
+    match shown_ejected_until(r) {
+        Some(t) => {
+            out.extend_from_slice(b"<span class=\"bad\" title=\"");
+            push_utc(out, t);
+            out.extend_from_slice(b"\">in ");
+            push_age(out, t.saturating_sub(now_ms));
+            out.extend_from_slice(b"</span>");
+        }
+        None => out.extend_from_slice(b"&ndash;"),
+    }
+    out.extend_from_slice(b"</td><td class=\"n\">");
+    push_u64(out, o.requests);
+    out.extend_from_slice(b"</td><td class=\"n\">");
+    push_u64(out, o.failures);
+    out.extend_from_slice(b"</td><td class=\"n\">");
+    match o.mean_ms {
+        Some(ms) => push_u64(out, ms),
+        None => out.extend_from_slice(b"&ndash;"),
+    }
 }
 
 /// Append `s` as HTML text or attribute value (rules in the module docs).

@@ -12,7 +12,7 @@
 //! },
 //! "upstreams": [
 //!   {"group": "http", "name": "web", "peers": 2, "up": 1, "down": 1,
-//!    "disabled": 0, "selectable": 1, "fail_open": false}
+//!    "disabled": 0, "selectable": 1, "fail_open": false, "ejected": 0}
 //! ]}
 //! ```
 //!
@@ -24,10 +24,18 @@
 //! type without HTTP), `last_change` (unix ms, `null` when the peer never
 //! changed state), `down_since` (unix ms while down, else `null`),
 //! `server` (the `server` line as written), `backup` (bool), `weight`,
-//! `admin` (`null`, or `"disabled"` while an operator keeps the peer out).
+//! `admin` (`null`, or `"disabled"` while an operator keeps the peer out),
+//! `tls_resumed`, `period_ms`, `grpc_status`, `shared_with`, then
+//! `check_outlier`'s: `ejections` (0 without `check_outlier`),
+//! `ejected_until` (unix ms while ejected, else `null`) and `outlier`
+//! (`null` without `check_outlier`, else
+//! `{"requests", "failures", "mean_response_ms", "requests_total",
+//! "failures_total", "rule", "detail"}`: the last interval's counts and
+//! mean (`null` without requests), the totals, and the last ejection's
+//! rule name and detail, `null` before the first ejection).
 //!
 //! `upstreams` has one summary per upstream ([`super::UpstreamSummary`]),
-//! over all its peers whatever `?status=` prints.
+//! over all its peers whatever `?status=` prints; `ejected` comes last.
 //!
 //! Strings: `"` and `\` are backslash-escaped, `\n` `\r` `\t` `\b` `\f` use
 //! their short escapes, other control characters (U+0000..U+001F, U+007F)
@@ -35,7 +43,9 @@
 //! sequence becomes `\ufffd` (as [`String::from_utf8_lossy`] would).
 
 use super::text::{lossy_runs, push_i64, push_u64};
-use super::{shown_down_since, shown_last_change, Counts, Group, Meta, PeerRow};
+use super::{
+    shown_down_since, shown_ejected_until, shown_last_change, Counts, Group, Meta, PeerRow,
+};
 
 /// The page's opening: totals and generation.
 pub(super) fn head(meta: &Meta, counts: &Counts, out: &mut Vec<u8>) {
@@ -91,10 +101,12 @@ pub(super) fn upstreams(list: &[super::UpstreamSummary], out: &mut Vec<u8>) {
             push_u64(out, v);
         }
         out.extend_from_slice(if u.fail_open {
-            b", \"fail_open\": true}"
+            b", \"fail_open\": true, \"ejected\": "
         } else {
-            b", \"fail_open\": false}"
+            b", \"fail_open\": false, \"ejected\": "
         });
+        push_u64(out, u.ejected);
+        out.push(b'}');
     }
     out.extend_from_slice(if list.is_empty() { b"]" } else { b"\n]" });
 }
@@ -177,7 +189,37 @@ fn peer(r: &PeerRow, out: &mut Vec<u8>) {
         push_u64(out, o.index.into());
         out.push(b'}');
     }
-    out.extend_from_slice(b"]}");
+    out.extend_from_slice(b"], \"ejections\": ");
+    push_u64(out, r.outlier.map_or(0, |o| o.ejections));
+    out.extend_from_slice(b", \"ejected_until\": ");
+    opt_u64(out, shown_ejected_until(r));
+    out.extend_from_slice(b", \"outlier\": ");
+    match &r.outlier {
+        None => out.extend_from_slice(b"null"),
+        Some(o) => {
+            out.extend_from_slice(b"{\"requests\": ");
+            push_u64(out, o.requests);
+            out.extend_from_slice(b", \"failures\": ");
+            push_u64(out, o.failures);
+            out.extend_from_slice(b", \"mean_response_ms\": ");
+            opt_u64(out, o.mean_ms);
+            out.extend_from_slice(b", \"requests_total\": ");
+            push_u64(out, o.requests_total);
+            out.extend_from_slice(b", \"failures_total\": ");
+            push_u64(out, o.failures_total);
+            match o.rule {
+                Some(rule) => {
+                    out.extend_from_slice(b", \"rule\": ");
+                    string(out, rule.name().as_bytes());
+                    out.extend_from_slice(b", \"detail\": ");
+                    string(out, rule.detail().as_bytes());
+                }
+                None => out.extend_from_slice(b", \"rule\": null, \"detail\": null"),
+            }
+            out.push(b'}');
+        }
+    }
+    out.push(b'}');
 }
 
 fn opt_u64(out: &mut Vec<u8>, v: Option<u64>) {

@@ -20,6 +20,10 @@
 //! | `nginx_upstream_server_http_status` | gauge (0 = none yet) | peer | full, `http`/`https` peers only |
 //! | `nginx_upstream_server_grpc_status` | gauge (-1 = none yet) | peer | full, `grpc`/`grpcs` peers only |
 //! | `nginx_upstream_server_check_tls_resumed_total` | counter | peer | both, `https`/`tls`/`grpcs` peers only |
+//! | `nginx_upstream_server_ejections_total` | counter | peer | full, `check_outlier` peers only |
+//! | `nginx_upstream_server_ejected` | gauge (1 ejected, 0 not) | peer | full, `check_outlier` peers only |
+//! | `nginx_upstream_server_outlier_requests_total` | counter | peer | full, `check_outlier` peers only |
+//! | `nginx_upstream_server_outlier_failures_total` | counter | peer | full, `check_outlier` peers only |
 //! | `nginx_upstream_server_check_duration_seconds` | histogram | peer (+ `le`) | full |
 //!
 //! The default page carries the families marked "both"; the full page
@@ -36,6 +40,12 @@
 //! check types never get an HTTP status, and no series stands for them.
 //! The family's `# HELP` and `# TYPE` come with its first sample, so a page
 //! without such a peer carries no empty family.
+//!
+//! The `check_outlier` families ([`PeerRow::outlier`]) exist only for the
+//! peers of an upstream with `check_outlier`, on the full page, and like
+//! `http_status` are left out of a page with no such printed peer:
+//! ejections since the peer was configured, whether it is ejected now, and
+//! the proxied attempts and failures `check_outlier` counted.
 //!
 //! The upstream families have one series per upstream, labelled
 //! `upstream_type` and `upstream`, over all its peers whatever `?status=`
@@ -156,6 +166,10 @@ enum Family {
     HttpStatus,
     GrpcStatus,
     TlsResumed,
+    Ejections,
+    Ejected,
+    OutlierRequests,
+    OutlierFailures,
     Histogram,
 }
 
@@ -170,9 +184,10 @@ const LEAN: [Family; 5] = [
 ];
 
 /// The full page's (`?histogram=on`): the lean families, `rise`, `fall`,
-/// the last change's time, the last HTTP status (http/https peers) and the
+/// the last change's time, the last HTTP status (http/https peers), the
+/// last gRPC status (gRPC peers), `check_outlier`'s (its peers) and the
 /// duration histogram.
-const FULL: [Family; 11] = [
+const FULL: [Family; 15] = [
     Family::Rise,
     Family::Fall,
     Family::Active,
@@ -183,6 +198,10 @@ const FULL: [Family; 11] = [
     Family::HttpStatus,
     Family::GrpcStatus,
     Family::TlsResumed,
+    Family::Ejections,
+    Family::Ejected,
+    Family::OutlierRequests,
+    Family::OutlierFailures,
     Family::Histogram,
 ];
 
@@ -229,8 +248,9 @@ fn speaks_http(check_type: &str) -> bool {
     matches!(check_type, "http" | "https")
 }
 
-/// Whether pass `pass`'s family has samples for `r` (every peer has one in
-/// every family but `http_status`).
+/// Whether pass `pass`'s family has samples for `r` (every checked peer
+/// has one in every family but those of some check types and
+/// `check_outlier`'s).
 pub(super) fn has_samples(pass: usize, full: bool, r: &PeerRow) -> bool {
     if r.unchecked {
         return false;
@@ -239,6 +259,9 @@ pub(super) fn has_samples(pass: usize, full: bool, r: &PeerRow) -> bool {
         Some(Family::HttpStatus) => speaks_http(r.check_type),
         Some(Family::GrpcStatus) => matches!(r.check_type, "grpc" | "grpcs"),
         Some(Family::TlsResumed) => r.tls_resumed.is_some(),
+        Some(
+            Family::Ejections | Family::Ejected | Family::OutlierRequests | Family::OutlierFailures,
+        ) => r.outlier.is_some(),
         Some(_) => true,
         None => false,
     }
@@ -250,7 +273,15 @@ pub(super) fn has_samples(pass: usize, full: bool, r: &PeerRow) -> bool {
 pub(super) fn header_waits(pass: usize, full: bool) -> bool {
     matches!(
         families(full).get(pass),
-        Some(Family::HttpStatus | Family::GrpcStatus | Family::TlsResumed)
+        Some(
+            Family::HttpStatus
+                | Family::GrpcStatus
+                | Family::TlsResumed
+                | Family::Ejections
+                | Family::Ejected
+                | Family::OutlierRequests
+                | Family::OutlierFailures
+        )
     )
 }
 
@@ -302,6 +333,10 @@ fn per_peer(f: Family) -> &'static PerPeer {
         Family::HttpStatus => &PER_PEER[6],
         Family::TlsResumed => &PER_PEER[7],
         Family::GrpcStatus => &PER_PEER[8],
+        Family::Ejections => &PER_PEER[9],
+        Family::Ejected => &PER_PEER[10],
+        Family::OutlierRequests => &PER_PEER[11],
+        Family::OutlierFailures => &PER_PEER[12],
         // LastDuration; Failures and Histogram have their own writers.
         _ => &PER_PEER[5],
     }
@@ -315,7 +350,7 @@ struct PerPeer {
     value: fn(&PeerRow, &mut Vec<u8>),
 }
 
-const PER_PEER: [PerPeer; 9] = [
+const PER_PEER: [PerPeer; 13] = [
     PerPeer {
         name: "nginx_upstream_server_rise",
         help: "Current consecutive successful checks.",
@@ -372,6 +407,31 @@ const PER_PEER: [PerPeer; 9] = [
             Some(code) => push_u64(out, code.into()),
             None => out.extend_from_slice(b"-1"),
         },
+    },
+    PerPeer {
+        name: "nginx_upstream_server_ejections_total",
+        help: "Times check_outlier ejected the peer.",
+        kind: "counter",
+        value: |r, out| push_u64(out, r.outlier.map_or(0, |o| o.ejections)),
+    },
+    PerPeer {
+        name: "nginx_upstream_server_ejected",
+        help: "1 while check_outlier ejects the peer, else 0.",
+        kind: "gauge",
+        value: |r, out| out.push(if r.ejected { b'1' } else { b'0' }),
+    },
+    PerPeer {
+        name: "nginx_upstream_server_outlier_requests_total",
+        help: "Proxied attempts to the peer that check_outlier counted.",
+        kind: "counter",
+        value: |r, out| push_u64(out, r.outlier.map_or(0, |o| o.requests_total)),
+    },
+    PerPeer {
+        name: "nginx_upstream_server_outlier_failures_total",
+        help: "Proxied attempts to the peer that check_outlier counted as failures \
+(5xx, errors, timeouts, invalid or slow answers).",
+        kind: "counter",
+        value: |r, out| push_u64(out, r.outlier.map_or(0, |o| o.failures_total)),
     },
 ];
 

@@ -11,12 +11,12 @@ use super::{
 ///
 /// Use: [`Renderer::new`] (writes the head, so `counts` must be the
 /// [`Counts::of`] the rows that will be fed, under the same filter, and
-/// `upstreams` their [`summarize`]), then
+/// `upstreams` their [`summarize`](super::summarize)), then
 /// for each pass in `0..passes()` feed every row, in any number of
 /// [`Renderer::rows`] calls, in page order (all http rows, then all stream
 /// rows; each group in `index` order), then [`Renderer::finish`]. Rows the
 /// filter drops may be fed; they print nothing. Concatenated, the output is
-/// exactly what [`render_with`] gives for the same rows.
+/// exactly what [`render_with`](super::render_with) gives for the same rows.
 #[derive(Debug)]
 pub struct Renderer {
     format: Format,

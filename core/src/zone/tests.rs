@@ -279,9 +279,18 @@ fn fill_matches_identities_in_order() {
 
 #[test]
 fn sizes() {
-    assert_eq!(data_bytes(0, 0), data_bytes(1, 0));
-    assert_eq!(data_bytes(3, 0) - data_bytes(2, 0), SLOT_SIZE);
-    assert_eq!(data_bytes(3, 1) - data_bytes(3, 0), size_of::<DynMeta>());
+    assert_eq!(data_bytes(0, 0, false), data_bytes(1, 0, false));
+    assert_eq!(data_bytes(3, 0, false) - data_bytes(2, 0, false), SLOT_SIZE);
+    assert_eq!(
+        data_bytes(3, 1, false) - data_bytes(3, 0, false),
+        size_of::<DynMeta>()
+    );
+    assert_eq!(
+        data_bytes(3, 1, true) - data_bytes(3, 1, false),
+        3 * OUTLIER_SIZE
+    );
+    // docs/directives.md, check_outlier and check_shm_size.
+    assert_eq!(OUTLIER_SIZE, 128);
 }
 
 proptest! {

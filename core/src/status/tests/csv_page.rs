@@ -47,6 +47,14 @@ pub(super) fn expected_csv(r: &PeerRow) -> Vec<String> {
         if r.disabled { "disabled" } else { "" }.into(),
         r.period_ms.to_string(),
         opt(r.grpc_status.map(u64::from)),
+        opt(r.outlier.map(|o| o.ejections)),
+        opt(r
+            .ejected
+            .then(|| r.outlier.and_then(|o| o.ejected_until_ms))
+            .flatten()),
+        opt(r.outlier.map(|o| o.requests)),
+        opt(r.outlier.map(|o| o.failures)),
+        opt(r.outlier.and_then(|o| o.mean_ms)),
     ]
 }
 
@@ -70,11 +78,12 @@ fn csv_sample() {
         body,
         "index,upstream_type,upstream_name,host,rise,fall,check_type,check_port,last_delay,avg_delay,min_delay,\
 max_delay,status,checks,fails_total,last_failure_reason,last_change,down_since,http_status,\
-server,backup,weight,admin,period_ms,grpc_status\n\
-0,http,web,127.0.0.1:8081,2,0,tcp,0,1,1,1,2,up,9,4,,,,,127.0.0.1:8081,false,1,,5000,\n\
+server,backup,weight,admin,period_ms,grpc_status,\
+ejections,ejected_until,outlier_requests,outlier_failures,outlier_mean_ms\n\
+0,http,web,127.0.0.1:8081,2,0,tcp,0,1,1,1,2,up,9,4,,,,,127.0.0.1:8081,false,1,,5000,,,,,,\n\
 1,http,web,127.0.0.1:8082,0,4,tcp,0,-1,-1,-1,-1,down,9,4,refused,1700000000123,1700000000123,,\
-127.0.0.1:8082,false,1,,5000,\n\
-0,stream,web,127.0.0.1:8081,2,0,udp,5353,1,1,1,2,up,9,4,,,,,127.0.0.1:8081,false,1,,5000,\n"
+127.0.0.1:8082,false,1,,5000,,,,,,\n\
+0,stream,web,127.0.0.1:8081,2,0,udp,5353,1,1,1,2,up,9,4,,,,,127.0.0.1:8081,false,1,,5000,,,,,,\n"
     );
     for filter in FILTERS {
         check_csv(&sample(), filter);
@@ -90,7 +99,10 @@ fn csv_columns_are_appended_in_order() {
 avg_delay,min_delay,max_delay,status,checks,fails_total,last_failure_reason,last_change,down_since";
     assert_eq!(
         csv::HEADER,
-        format!("{old},http_status,server,backup,weight,admin,period_ms,grpc_status")
+        format!(
+            "{old},http_status,server,backup,weight,admin,period_ms,grpc_status,\
+ejections,ejected_until,outlier_requests,outlier_failures,outlier_mean_ms"
+        )
     );
     let mut rows = http_rows();
     rows[1].server = b"web.test:80";
@@ -99,7 +111,7 @@ avg_delay,min_delay,max_delay,status,checks,fails_total,last_failure_reason,last
     rows[1].disabled = true;
     let body = out(Format::Csv, None, &rows);
     let (header, recs) = csv_records(&body);
-    assert_eq!(header.len(), 25);
+    assert_eq!(header.len(), 30);
     assert_eq!(&header[18], "http_status");
     let status: Vec<&str> = recs.iter().map(|r| &r[18]).collect();
     assert_eq!(status, ["503", "", "", "200", ""]);
@@ -107,13 +119,28 @@ avg_delay,min_delay,max_delay,status,checks,fails_total,last_failure_reason,last
     assert_eq!(&recs[0][15], "refused");
     assert_eq!(&recs[0][17], "1700000000123");
     let added: Vec<&str> = recs[1].iter().skip(19).collect();
-    assert_eq!(added, ["web.test:80", "true", "7", "disabled", "5000", ""]);
+    assert_eq!(
+        added,
+        [
+            "web.test:80",
+            "true",
+            "7",
+            "disabled",
+            "5000",
+            "",
+            "",
+            "",
+            "",
+            "",
+            ""
+        ]
+    );
     let text = String::from_utf8(body).unwrap();
     assert!(text
         .lines()
         .nth(1)
         .unwrap()
-        .ends_with(",1700000000123,1700000000123,503,10.0.0.1:80,false,1,,5000,"));
+        .ends_with(",1700000000123,1700000000123,503,10.0.0.1:80,false,1,,5000,,,,,,"));
     for filter in FILTERS {
         check_csv(&rows, filter);
     }

@@ -41,6 +41,8 @@ pub(super) fn row<'a>(
         tls_resumed: None,
         grpc_status: None,
         shared_with: &[],
+        ejected: false,
+        outlier: None,
         period_ms: 5000,
         last_change_ms: if up { 0 } else { 1_700_000_000_123 },
         last_duration_ms: 12,
@@ -485,6 +487,7 @@ fn unchecked_rows_say_so_and_have_no_series() {
 mod csv_page;
 mod html_page;
 mod json_page;
+mod outlier_page;
 mod prom_page;
 mod properties;
 

@@ -67,6 +67,37 @@ pub(super) struct OwnedRow {
     down_since_ms: Option<u64>,
     slots: Vec<u64>,
     sum: u64,
+    ejected: bool,
+    outlier: Option<crate::outlier::View>,
+}
+
+/// A `check_outlier` view, with any rule [`crate::outlier::Rule::decode`]
+/// gives (or none).
+fn outlier_view() -> impl Strategy<Value = crate::outlier::View> {
+    (
+        (any::<u64>(), prop::option::of(any::<u64>())),
+        (any::<u64>(), any::<u64>(), prop::option::of(any::<u64>())),
+        (any::<u64>(), any::<u64>()),
+        (0u32..7, prop::array::uniform4(any::<u32>())),
+    )
+        .prop_map(
+            |(
+                (ejections, until),
+                (requests, failures, mean_ms),
+                (requests_total, failures_total),
+                (kind, values),
+            )| crate::outlier::View {
+                ejections,
+                ejected_at_ms: until.map(|t| t / 2),
+                ejected_until_ms: until,
+                requests,
+                failures,
+                mean_ms,
+                requests_total,
+                failures_total,
+                rule: crate::outlier::Rule::decode(kind, values),
+            },
+        )
 }
 
 pub(super) fn bytes() -> impl Strategy<Value = Vec<u8>> {
@@ -102,17 +133,21 @@ pub(super) fn owned_row() -> impl Strategy<Value = OwnedRow> {
             prop::collection::vec(0u64..1000, 0..=DURATION_SLOTS),
             any::<u64>(),
         ),
+        (any::<bool>(), prop::option::of(outlier_view())),
     )
         .prop_map(
             |(
                 (stream, upstream, name, up, rise, fall, check_type, port),
                 (delays, checks, fails, (reason, http_status), lc, ds, slots, sum),
+                (ejected, outlier),
             )| {
+                // As the row builder does: an ejected peer is down.
+                let ejected = ejected && outlier.is_some();
                 OwnedRow {
                     stream,
                     upstream,
                     name,
-                    up,
+                    up: up && !ejected,
                     rise,
                     fall,
                     check_type,
@@ -126,6 +161,8 @@ pub(super) fn owned_row() -> impl Strategy<Value = OwnedRow> {
                     down_since_ms: ds,
                     slots,
                     sum,
+                    ejected,
+                    outlier,
                 }
             },
         )
@@ -169,6 +206,8 @@ pub(super) fn borrow(owned: &[OwnedRow]) -> Vec<PeerRow<'_>> {
                     .then_some(o.checks as u32 % 17),
                 period_ms: 5000,
                 shared_with: &[],
+                ejected: o.ejected,
+                outlier: o.outlier,
                 last_change_ms: o.last_change_ms,
                 last_duration_ms: o.sum,
                 down_since_ms: o.down_since_ms,
@@ -204,6 +243,24 @@ proptest! {
             prop_assert_eq!(&g["name"], &json!(lossy(r.name)));
             prop_assert_eq!(&g["status"], &json!(if r.up { "up" } else { "down" }));
             prop_assert_eq!(&g["http_status"], &json!(r.http_status));
+            prop_assert_eq!(&g["ejections"], &json!(r.outlier.map_or(0, |o| o.ejections)));
+            let until = r.outlier.and_then(|o| o.ejected_until_ms).filter(|_| r.ejected);
+            prop_assert_eq!(&g["ejected_until"], &json!(until));
+            match &r.outlier {
+                None => prop_assert_eq!(&g["outlier"], &Value::Null),
+                Some(o) => {
+                    let want = json!({
+                        "requests": o.requests,
+                        "failures": o.failures,
+                        "mean_response_ms": o.mean_ms,
+                        "requests_total": o.requests_total,
+                        "failures_total": o.failures_total,
+                        "rule": o.rule.map(|r| r.name()),
+                        "detail": o.rule.map(|r| r.detail()),
+                    });
+                    prop_assert_eq!(&g["outlier"], &want);
+                }
+            }
         }
 
         prop_assert_eq!(check_csv(&rows, filter) as u64, want.total());
@@ -223,11 +280,31 @@ proptest! {
             let want = matches!(r.check_type, "http" | "https")
                 .then(|| f64::from(r.http_status.unwrap_or(0)));
             prop_assert_eq!(http.map(|s| s.value), want);
+            let ejected = s.iter().find(|s| {
+                s.name == "nginx_upstream_server_ejected"
+                    && s.labels["upstream_type"] == r.group.as_str()
+                    && s.labels["index"] == r.index.to_string()
+            });
+            let want = r.outlier.map(|_| if r.ejected { 1.0 } else { 0.0 });
+            prop_assert_eq!(ejected.map(|s| s.value), want);
         }
 
         let page = html_of(&rows, filter);
         prop_assert!(!page.contains("<script"));
         prop_assert_eq!(page.matches("<tr class=\"down\">").count() as u64, want.down());
+        // Names may hold line breaks: go by `<tr`, which text cannot hold.
+        for l in page.split("<tr").skip(1) {
+            let l = l.split("</tr>").next().unwrap_or("");
+            if l.starts_with("><th>") {
+                continue;
+            }
+            let columns = if l.starts_with(" class=\"upstream") {
+                html::UPSTREAM_COLUMNS.len()
+            } else {
+                html::COLUMNS.len()
+            };
+            prop_assert_eq!(l.matches("<td").count(), columns, "{}", l);
+        }
     }
 
     #[test]

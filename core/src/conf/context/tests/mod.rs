@@ -42,6 +42,7 @@ fn ups<'a>(
         fail_open: false,
         tls: TlsDirectives::default(),
         resolve_lines: 0,
+        outlier: false,
         written: Written::default(),
     }
 }
@@ -72,6 +73,7 @@ fn an_empty_context_still_has_a_zone() {
         Ok(ZoneLayout {
             identities: vec![],
             default_down: vec![],
+            outlier: vec![],
             dynamic: 0,
             tags: vec![],
             size: required_static(0),
@@ -519,6 +521,7 @@ fn names_are_printed_as_nginx_prints_them() {
         fail_open: false,
         tls: TlsDirectives::default(),
         resolve_lines: 0,
+        outlier: false,
         written: Written::default(),
     }];
     let f = finish(Group::Http, &u, None);

@@ -58,6 +58,7 @@ proptest! {
                 fail_open: false,
                 tls: TlsDirectives::default(),
         resolve_lines: 0,
+        outlier: false,
         written: Written::default(),
             })
             .collect();
@@ -248,6 +249,7 @@ proptest! {
                 fail_open: false,
                 tls: TlsDirectives::default(),
         resolve_lines: 0,
+        outlier: false,
         written: Written::default(),
             })
             .collect();
