@@ -73,6 +73,11 @@ pub unsafe fn context(
         let Some(c) = (unsafe { u.conf.as_mut() }) else {
             continue;
         };
+        // `check_outlier` without `check`: rows and slots, no rounds.
+        if c.outlier.is_set() && !c.check.is_set() {
+            c.check.value = Some(cc::CheckConf::traffic_only());
+            c.check.loc = c.outlier.loc;
+        }
         // `check_keepalive_time`: the line again, with it as the default
         // rehandshake period.
         if let (Some(&kt), Some(k)) = (c.keepalive_time.get(), c.check.get()) {

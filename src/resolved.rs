@@ -24,6 +24,7 @@ use std::rc::Rc;
 
 use healthcheck_core::events::{By, State};
 use healthcheck_core::identity::resolved_identity;
+use healthcheck_core::outlier::Counters;
 use healthcheck_core::room::{self, Claim};
 use ngx::ffi::{ngx_atomic_t, ngx_str_t, ngx_uint_t, sockaddr, socklen_t, NGX_LOG_WARN};
 
@@ -249,6 +250,15 @@ impl Resolved {
                     now,
                     quarantine,
                 );
+                // A slot handed to a new address starts with no outlier
+                // counts either.
+                for c in &claims {
+                    if let Claim::New(j) = c {
+                        if let Some(k) = zone.counters(zone.room_start() + j) {
+                            k.copy_from(&Counters::default());
+                        }
+                    }
+                }
                 Some((claims, freed))
             });
             let Some((claims, freed)) = claimed else {

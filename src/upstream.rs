@@ -75,7 +75,8 @@ impl PeerRef {
     }
 }
 
-/// An upstream block (peers are collected only when it has `check`).
+/// An upstream block (peers are collected only when it has `check` or
+/// `check_outlier`).
 pub struct UpstreamRef {
     pub name: ngx_str_t,
     /// Its `ngx_*_upstream_srv_conf_t`.
@@ -170,7 +171,10 @@ macro_rules! walk {
             let mut backup = false;
             let mut resolve_lines = 0;
             let mut config = core::ptr::null();
-            while let Some(g) = group.as_mut().filter(|_| c.check.is_set()) {
+            while let Some(g) = group
+                .as_mut()
+                .filter(|_| c.check.is_set() || c.outlier.is_set())
+            {
                 let (n, counter) = templates!(g);
                 // (At configuration time the lists are not in the zone yet
                 // and have no counter; workers see the zone's.)

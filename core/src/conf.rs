@@ -487,6 +487,8 @@ pub struct CheckConf {
     /// `shared` (default on): a peer of the same address and settings in
     /// another upstream shares this one's probe.
     pub shared: bool,
+    /// Rounds run. `false` only for [`CheckConf::traffic_only`].
+    pub active: bool,
 }
 
 impl CheckConf {
@@ -510,6 +512,16 @@ impl CheckConf {
     pub fn shortest_interval_ms(&self) -> u64 {
         self.interval_ms
             .min(self.down_interval_ms.unwrap_or(u64::MAX))
+    }
+
+    /// The check of an upstream with `check_outlier` and no `check`: its
+    /// peers get slots and rows (type `none`) but no rounds; they are up
+    /// unless ejected (docs/outliers.md).
+    pub fn traffic_only() -> CheckConf {
+        let mut c = check::parse_check(&[b"type=tcp"]).unwrap_or_else(|_| unreachable!());
+        c.active = false;
+        c.shared = false;
+        c
     }
 
     /// Whether the check keeps its connection between rounds.
@@ -580,6 +592,12 @@ mod tests {
         assert_eq!(printable(b"port=\xff\xfe1"), "port=\\xff\\xfe1");
         assert_eq!(printable(b"a\nb\x7f"), "a\\x0ab\\x7f");
         assert_eq!(printable(b""), "");
+    }
+
+    #[test]
+    fn a_traffic_only_check_runs_no_rounds() {
+        let c = CheckConf::traffic_only();
+        assert!(!c.active && !c.shared && !c.default_down && c.passive_fall == 0);
     }
 
     #[test]

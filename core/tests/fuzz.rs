@@ -922,6 +922,7 @@ impl CheckGen {
             // (the model never writes passive_fall: the unit tests cover it)
             passive_fall: 0,
             shared: true,
+            active: true,
         })
     }
 }

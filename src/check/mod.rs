@@ -115,8 +115,9 @@ impl Prober {
         let probes = ctx
             .targets
             .iter()
-            // A row another row's probe checks has none of its own.
-            .filter(|t| w.sharing.leader((proto, t.index)).is_none())
+            // A row another row's probe checks has none of its own; a
+            // traffic-only row (`check_outlier` alone) has none at all.
+            .filter(|t| t.check.conf.active && w.sharing.leader((proto, t.index)).is_none())
             .map(|t| {
                 let gate = (gates.of(&t.check), gates.max_connections);
                 let followers = w

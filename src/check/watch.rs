@@ -146,6 +146,7 @@ impl Watch {
             .targets
             .iter()
             .flatten()
+            .filter(|d| d.target.check.conf.active)
             .map(|d| ((d.target.index, d.identity), &d.target))
             .collect();
         // Addresses nginx dropped: their probes stop and go.

@@ -71,7 +71,12 @@ impl Row {
             .and(context.zone.as_ref())
             .and_then(|z| z.counters(t.index as usize))
             .map(Counters::view);
-        let kinds = t.check.failure_reasons();
+        let active = t.check.conf.active;
+        let kinds = if active {
+            t.check.failure_reasons()
+        } else {
+            &[]
+        };
         let mut reasons = [("", 0); REASONS];
         for (slot, r) in reasons.iter_mut().zip(kinds) {
             *slot = (r.name(), snap.failures[r.index()]);
@@ -84,7 +89,11 @@ impl Row {
             server,
             backup: t.peer.backup,
             weight: t.peer.weight,
-            check_type: t.check.conf.check_type.as_str(),
+            check_type: if active {
+                t.check.conf.check_type.as_str()
+            } else {
+                "none"
+            },
             // A unix-socket server is checked on its own address.
             port: if t.peer.is_unix() {
                 0

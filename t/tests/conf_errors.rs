@@ -902,14 +902,12 @@ fn outlier_detection() {
             "check type=tcp; check_outlier; check_outlier;",
             &["\"check_outlier\" directive is duplicate"],
         ),
-        bad(
-            "check_outlier;",
-            &["\"check_outlier\" requires \"check\" in upstream"],
-        ),
     ]);
     let up: &[Ctx] = &UPSTREAMS;
     check_good(&[
         (up, "check type=tcp; check_outlier;"),
+        // Without `check`: the peers are judged by their traffic alone.
+        (up, "check_outlier consecutive_errors=3;"),
         (
             up,
             "check type=tcp; check_outlier consecutive_5xx=3 consecutive_errors=4 \

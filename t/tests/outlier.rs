@@ -452,3 +452,164 @@ http {{
     }
     drop(ng);
 }
+
+/// Without `check`: the rows exist (type `none`, no rounds), a peer is
+/// ejected by its traffic and returns when its ejection time is over.
+#[test]
+fn without_a_check_a_peer_returns_when_its_ejection_ends() {
+    let backends: Vec<HttpBackend> = (0..3)
+        .map(|_| HttpBackend::start(Reply::status(200)))
+        .collect();
+    let names: Vec<String> = backends.iter().map(HttpBackend::addr).collect();
+    backends[0].set_reply(Reply::status(503));
+    let servers: String = names
+        .iter()
+        .map(|n| format!("        server {n} max_fails=0;\n"))
+        .collect();
+    let port = healthcheck_t::free_port();
+    let conf = format!(
+        "http {{
+    upstream app {{
+{servers}        check_outlier consecutive_5xx=3 ejection=1s;
+    }}
+    server {{
+        listen 127.0.0.1:{port};
+        location / {{ proxy_pass http://app; proxy_next_upstream error http_503; }}
+        location /status {{ healthcheck_status json; }}
+    }}
+}}"
+    );
+    let ng = Builder::default().workers(2).start(&conf);
+    let s = status_json(port).unwrap();
+    for n in &names {
+        let r = row(&s, Kind::Http, "app", n);
+        assert_eq!(
+            (r["status"].as_str(), r["type"].as_str()),
+            (Some("up"), Some("none")),
+            "{r}"
+        );
+    }
+    let mut ejected_seen = false;
+    for _ in 0..50 {
+        assert_eq!(http_get(port, "/").unwrap().status, 200);
+        if ejected(&status_json(port).unwrap(), Kind::Http, "app", &names[0]) {
+            ejected_seen = true;
+            break;
+        }
+    }
+    assert!(ejected_seen, "ejected after 3 answers of 503");
+    // No traffic while ejected, and nothing brings it back but the time.
+    let served_503 = backends[0].request_count();
+    for _ in 0..20 {
+        assert_eq!(http_get(port, "/").unwrap().status, 200);
+    }
+    assert_eq!(
+        backends[0].request_count(),
+        served_503,
+        "no request reaches an ejected peer"
+    );
+    ng.wait_for_log(
+        &format!(
+            "peer {} returns from its 1s check_outlier ejection",
+            names[0]
+        ),
+        LONG,
+    );
+    let s = status_json(port).unwrap();
+    let r = row(&s, Kind::Http, "app", &names[0]);
+    assert_eq!(r["status"], "up", "{r}");
+    assert_eq!(r["checks"], 0, "no check rounds without check: {r}");
+    assert!(backends[1..].iter().all(|b| b.request_count() > 0));
+    // The full Prometheus page counts it.
+    let page = http_get(port, "/status?format=prometheus&histogram=on")
+        .unwrap()
+        .text();
+    let series = |family: &str, value: &str| {
+        page.lines().any(|l| {
+            l.starts_with(&format!("{family}{{"))
+                && l.contains(&format!("\"{}\"", names[0]))
+                && l.ends_with(&format!(" {value}"))
+        })
+    };
+    assert!(
+        series("nginx_upstream_server_ejections_total", "1"),
+        "{page}"
+    );
+    assert!(series("nginx_upstream_server_ejected", "0"), "{page}");
+    assert!(
+        series("nginx_upstream_server_outlier_failures_total", "3"),
+        "{page}"
+    );
+}
+
+/// A reload keeps an ejection (and its end); a reload that takes
+/// `check_outlier` away ends it at once.
+#[test]
+fn an_ejection_survives_a_reload_and_ends_with_the_directive() {
+    let backends: Vec<HttpBackend> = (0..3)
+        .map(|_| HttpBackend::start(Reply::status(200)))
+        .collect();
+    let names: Vec<String> = backends.iter().map(HttpBackend::addr).collect();
+    backends[0].set_reply(Reply::status(503));
+    let port = healthcheck_t::free_port();
+    let conf = |outlier: &str| {
+        let servers: String = names
+            .iter()
+            .map(|n| format!("        server {n} max_fails=0;\n"))
+            .collect();
+        format!(
+            "http {{
+    upstream app {{
+{servers}        check type=tcp interval=200 rise=1 fall=2;
+        {outlier}
+    }}
+    server {{
+        listen 127.0.0.1:{port};
+        location / {{ proxy_pass http://app; proxy_next_upstream error http_503; }}
+        location /status {{ healthcheck_status json; }}
+    }}
+}}"
+        )
+    };
+    let with = conf("check_outlier consecutive_5xx=3 ejection=60s;");
+    let mut ng = Builder::default().workers(2).start(&with);
+    wait_for(LONG, "every peer up", || {
+        let s = status_json(port).ok()?;
+        names
+            .iter()
+            .all(|n| s.is_up(Kind::Http, "app", n))
+            .then_some(())
+    });
+    let until = wait_for(LONG, "the 503 peer ejected", || {
+        let _ = http_get(port, "/");
+        let s = status_json(port).ok()?;
+        ejected(&s, Kind::Http, "app", &names[0])
+            .then(|| row(&s, Kind::Http, "app", &names[0])["ejected_until"].as_i64())
+            .flatten()
+    });
+    let old = ng.workers();
+    ng.reload_with(&with);
+    ng.wait_workers_gone(&old, LONG);
+    let s = status_json(port).unwrap();
+    assert_eq!(s.generation(), Some(2), "the new configuration's page: {s}");
+    assert!(ejected(&s, Kind::Http, "app", &names[0]), "{s}");
+    let r = row(&s, Kind::Http, "app", &names[0]);
+    assert_eq!(
+        (r["ejections"].as_i64(), r["ejected_until"].as_i64()),
+        (Some(1), Some(until)),
+        "{r}"
+    );
+    for _ in 0..20 {
+        assert_eq!(http_get(port, "/").unwrap().status, 200);
+    }
+    assert_eq!(
+        backends[0].request_count(),
+        3,
+        "still no traffic after the reload"
+    );
+    ng.reload_with(&conf(""));
+    wait_for(LONG, "the peer back without check_outlier", || {
+        let s = status_json(port).ok()?;
+        s.is_up(Kind::Http, "app", &names[0]).then_some(())
+    });
+}

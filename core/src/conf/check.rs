@@ -556,6 +556,7 @@ impl<'a> Params<'a> {
             match_block: self.match_block.map(|g| g.value),
             passive_fall: self.passive_fall.map_or(0, |g| g.value),
             shared: self.shared.map_or(true, |g| g.value),
+            active: true,
         })
     }
 }

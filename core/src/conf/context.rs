@@ -604,15 +604,6 @@ fn layout(
                 )),
             });
         }
-        if u.outlier && u.check.is_none() {
-            return Err(Diagnostic {
-                at: Directive::Outlier(i),
-                error: ConfError(format!(
-                    "\"check_outlier\" requires \"check\" in upstream \"{name}\" \
-                     (docs/outliers.md)"
-                )),
-            });
-        }
         check_tls(i, &name, u)?;
         let kept = u.check.is_some_and(|c| {
             c.reuse == Reuse::On || keepalive_reuse(c, u.written, u.keepalive_requests).is_some()

@@ -63,6 +63,7 @@ fn spec_examples_that_parse() {
             match_block: None,
             passive_fall: 0,
             shared: true,
+            active: true,
         }
     );
 

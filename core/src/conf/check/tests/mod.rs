@@ -55,6 +55,7 @@ fn defaults() {
             match_block: None,
             passive_fall: 0,
             shared: true,
+            active: true,
         }
     );
     assert!(!ok("type=tcp").keeps_connection());
