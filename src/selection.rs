@@ -163,6 +163,7 @@ unsafe extern "C" fn stream_init_peer(
 
 /// The balancer's callbacks and data for one request, behind ours.
 #[repr(C)]
+#[derive(Clone, Copy)]
 struct Attempts {
     data: *mut c_void,
     get: ngx_event_get_peer_pt,
@@ -201,9 +202,9 @@ unsafe fn watch_attempts(
         srv: srv as usize,
         upstream,
     };
-    // SAFETY: the pool lives as long as the request; the cleanup drops
-    // nothing that owns memory (plain pointers).
-    let Some(a) = (unsafe { crate::pool::alloc(pool, a) }) else {
+    // SAFETY: the pool lives as long as the request; plain pointers, no
+    // cleanup needed.
+    let Some(a) = (unsafe { crate::pool::alloc_plain(pool, a) }) else {
         return NGX_ERROR as ngx_int_t;
     };
     pc.data = a.as_ptr().cast();
