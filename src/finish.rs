@@ -184,7 +184,7 @@ pub unsafe fn context(
     };
     let plan = ZonePlan {
         identities: layout.identities,
-        default_down: layout.default_down,
+        initial: layout.initial,
         outlier: layout.outlier,
         outliers,
         dynamic: layout.dynamic,

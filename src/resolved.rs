@@ -241,15 +241,8 @@ impl Resolved {
                 let keep: HashSet<u64> = made.iter().map(|d| d.identity).collect();
                 let freed = room::sweep(slots, metas, r.tag, &keep, now);
                 let ids: Vec<u64> = made.iter().map(|d| d.identity).collect();
-                let claims = room::claim_all(
-                    slots,
-                    metas,
-                    r.tag,
-                    &ids,
-                    conf.default_down,
-                    now,
-                    quarantine,
-                );
+                let claims =
+                    room::claim_all(slots, metas, r.tag, &ids, conf.initial(), now, quarantine);
                 // A slot handed to a new address starts with no outlier
                 // counts either.
                 for c in &claims {
@@ -308,7 +301,11 @@ impl Resolved {
                 };
                 d.target.index = start + pos as u32;
                 if matches!(c, Claim::New(_)) && check.events.is_some() {
-                    let to = State::health(!conf.default_down);
+                    let to = if conf.mandatory {
+                        State::Checking
+                    } else {
+                        State::health(!conf.default_down)
+                    };
                     resolve_event(check, zone, &d.target, (State::Absent, to));
                 }
                 view.by_peer.insert(
@@ -411,11 +408,11 @@ impl Resolved {
                 .slot(d.target.index as usize)
                 .filter(|s| s.identity.load(Ordering::Acquire) == d.identity)
                 .map_or(
-                    r.check.conf.default_down,
+                    r.check.conf.initial().down(),
                     healthcheck_core::zone::Slot::vetoed,
                 );
         }
-        view.seen.get(i) != Some(&r.counter()) && r.check.conf.default_down
+        view.seen.get(i) != Some(&r.counter()) && r.check.conf.initial().down()
     }
 
     /// The slot of the resolved peer whose `sockaddr` field is `sockaddr`,

@@ -489,6 +489,9 @@ pub struct CheckConf {
     pub shared: bool,
     /// Rounds run. `false` only for [`CheckConf::traffic_only`].
     pub active: bool,
+    /// `mandatory`: a peer whose state is unknown is `checking` (no
+    /// traffic) until its first round decides.
+    pub mandatory: bool,
 }
 
 impl CheckConf {
@@ -522,6 +525,11 @@ impl CheckConf {
         c.active = false;
         c.shared = false;
         c
+    }
+
+    /// How a peer seen for the first time starts.
+    pub fn initial(&self) -> crate::zone::Initial {
+        crate::zone::Initial::of(self.default_down, self.mandatory)
     }
 
     /// Whether the check keeps its connection between rounds.

@@ -52,6 +52,8 @@ pub enum State {
     Enforced,
     /// An upstream that fails open (`check_fail_open`).
     FailOpen,
+    /// `mandatory`: a new peer before its first round.
+    Checking,
 }
 
 impl State {
@@ -63,6 +65,7 @@ impl State {
             State::Absent => "absent",
             State::Enforced => "enforced",
             State::FailOpen => "fail-open",
+            State::Checking => "checking",
         }
     }
 

@@ -16,14 +16,14 @@
 use core::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::collections::{HashMap, HashSet};
 
-use crate::zone::{DynMeta, Slot};
+use crate::zone::{DynMeta, Initial, Slot};
 
 /// What [`claim`] found for an address.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Claim {
     /// The address already had this slot (its state goes on).
     Found(usize),
-    /// A free slot, now the address's, starting at `default_down`.
+    /// A free slot, now the address's, starting as its check's `initial`.
     New(usize),
     /// No free slot: the address goes unchecked.
     Full,
@@ -46,10 +46,11 @@ pub fn claim(
     metas: &[DynMeta],
     tag: u64,
     identity: u64,
-    default_down: bool,
+    initial: impl Into<Initial>,
     now_ms: u64,
     quarantine_ms: u64,
 ) -> Claim {
+    let initial = initial.into();
     let held = |i: usize| metas[i].tag.load(Acquire) == tag;
     let n = slots.len().min(metas.len());
     if let Some(i) = (0..n).find(|&i| held(i) && slots[i].identity.load(Relaxed) == identity) {
@@ -62,7 +63,7 @@ pub fn claim(
     });
     let Some(i) = free else { return Claim::Full };
     slots[i].reset();
-    slots[i].init_new(identity, default_down);
+    slots[i].init_new(identity, initial);
     metas[i].tag.store(tag, Release);
     Claim::New(i)
 }
@@ -74,10 +75,11 @@ pub fn claim_all(
     metas: &[DynMeta],
     tag: u64,
     identities: &[u64],
-    default_down: bool,
+    initial: impl Into<Initial>,
     now_ms: u64,
     quarantine_ms: u64,
 ) -> Vec<Claim> {
+    let initial = initial.into();
     let n = slots.len().min(metas.len());
     let mut held: HashMap<u64, usize> = HashMap::new();
     let mut free = Vec::new();
@@ -103,7 +105,7 @@ pub fn claim_all(
                 return Claim::Full;
             };
             slots[i].reset();
-            slots[i].init_new(id, default_down);
+            slots[i].init_new(id, initial);
             metas[i].tag.store(tag, Release);
             held.insert(id, i);
             Claim::New(i)

@@ -362,6 +362,9 @@ pub struct PeerRow<'a> {
     /// Ejected by `check_outlier` (then `up` is false and the last
     /// failure reason is `outlier`, whatever its check says).
     pub ejected: bool,
+    /// `mandatory`: new, its first round still to come (then `up` is
+    /// false); status word `checking`.
+    pub checking: bool,
     /// Its upstream's `check_outlier` counters; `None` without
     /// `check_outlier`.
     pub outlier: Option<crate::outlier::View>,
@@ -372,6 +375,8 @@ impl PeerRow<'_> {
     pub fn status_word(&self) -> &'static [u8] {
         if self.unchecked {
             b"unchecked"
+        } else if self.checking && !self.up {
+            b"checking"
         } else if self.up {
             b"up"
         } else {
@@ -398,6 +403,9 @@ pub struct UpstreamSummary<'a> {
     /// Peers `check_outlier` ejects (their `up` is false: counted in
     /// `down`, and selectable only while the upstream fails open).
     pub ejected: u64,
+    /// Peers `checking` (`mandatory`: new, before their first round;
+    /// counted in `down`).
+    pub checking: u64,
     /// Peers selection may pick: not disabled, and up or failing open.
     pub selectable: u64,
     /// The upstream fails open (a down peer may be selected).
@@ -424,6 +432,7 @@ pub fn summarize<'a>(rows: &[PeerRow<'a>]) -> Vec<UpstreamSummary<'a>> {
                     down: 0,
                     disabled: 0,
                     ejected: 0,
+                    checking: 0,
                     selectable: 0,
                     fail_open: false,
                 });
@@ -439,6 +448,7 @@ pub fn summarize<'a>(rows: &[PeerRow<'a>]) -> Vec<UpstreamSummary<'a>> {
         }
         u.disabled += u64::from(r.disabled);
         u.ejected += u64::from(r.ejected);
+        u.checking += u64::from(r.checking && !r.up);
         u.selectable += u64::from(!r.disabled && (r.up || r.fail_open));
         u.fail_open |= r.fail_open;
     }

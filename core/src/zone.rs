@@ -75,6 +75,42 @@ pub mod admin {
     /// Ejected by `check_outlier` until its ejection time is over (not
     /// saved in the state file).
     pub const EJECTED: u32 = 2;
+    /// `check ... mandatory`: its state is unknown; it takes no traffic
+    /// and its first round decides (not saved in the state file).
+    pub const CHECKING: u32 = 4;
+}
+
+/// How a peer seen for the first time starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Initial {
+    Up,
+    /// `default_down=true`: down until `rise` rounds pass.
+    Down,
+    /// `mandatory`: `checking` until its first round.
+    Checking,
+}
+
+impl Initial {
+    /// A check's: `mandatory` first, then `default_down`.
+    pub fn of(default_down: bool, mandatory: bool) -> Initial {
+        match (mandatory, default_down) {
+            (true, _) => Initial::Checking,
+            (false, true) => Initial::Down,
+            (false, false) => Initial::Up,
+        }
+    }
+
+    /// Whether the peer starts out of selection.
+    pub fn down(self) -> bool {
+        self != Initial::Up
+    }
+}
+
+impl From<bool> for Initial {
+    /// `default_down` alone.
+    fn from(default_down: bool) -> Initial {
+        Initial::of(default_down, false)
+    }
 }
 
 /// Per-peer state. `seq` is a sequence lock for readers: odd while a
@@ -180,6 +216,8 @@ pub struct Flip {
     pub transition: Transition,
     /// The peer's health after the round.
     pub health: Health,
+    /// The round was the first of a `checking` peer (`mandatory`).
+    pub first: bool,
 }
 
 /// A consistent copy of one slot's statistics.
@@ -267,11 +305,21 @@ macro_rules! state_fields {
 const READ_TRIES: usize = 64;
 
 impl Slot {
-    /// A slot for a peer seen for the first time: no delays yet, up unless
-    /// `default_down`.
-    pub fn init_new(&self, identity: u64, default_down: bool) {
+    /// A slot for a peer seen for the first time: no delays yet, up,
+    /// down or checking as `initial` says.
+    pub fn init_new(&self, identity: u64, initial: impl Into<Initial>) {
+        let initial = initial.into();
         self.init_delays(identity);
-        self.up.store(u32::from(!default_down), Ordering::Relaxed);
+        self.up.store(u32::from(!initial.down()), Ordering::Relaxed);
+        if initial == Initial::Checking {
+            self.admin.fetch_or(admin::CHECKING, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether its first round is still to decide (`mandatory`).
+    #[inline]
+    pub fn checking(&self) -> bool {
+        self.admin.load(Ordering::Relaxed) & admin::CHECKING != 0
     }
 
     /// Every field back to zero (a slot of the room for resolved
@@ -380,7 +428,18 @@ impl Slot {
     ) -> Option<Flip> {
         let r = Ordering::Relaxed;
         let mut h = self.health();
-        let transition = h.record(matches!(result, RoundResult::Up { .. }), rise, fall);
+        // `mandatory`: the first round decides (a pass is up at once).
+        let checking = self.checking();
+        let rise = if checking { 1 } else { rise };
+        let ok = matches!(result, RoundResult::Up { .. });
+        let mut transition = h.record(ok, rise, fall);
+        if checking {
+            self.admin.fetch_and(!admin::CHECKING, Ordering::AcqRel);
+            // Known down now: a flip from `checking`.
+            if !ok && transition.is_none() {
+                transition = Some(Transition::WentDown);
+            }
+        }
 
         let seq = self.write_begin();
         self.checks.fetch_add(1, r);
@@ -428,6 +487,7 @@ impl Slot {
         transition.map(|transition| Flip {
             transition,
             health: h,
+            first: checking,
         })
     }
 
@@ -469,6 +529,7 @@ impl Slot {
                 rise: 0,
                 fall: self.fall.load(r),
             },
+            first: false,
         })
     }
 
@@ -492,6 +553,8 @@ impl Slot {
     /// between two rounds.
     pub fn set_health(&self, up: bool, now_unix_ms: u64) -> bool {
         let r = Ordering::Relaxed;
+        // An operator's word decides as a first round would.
+        self.admin.fetch_and(!admin::CHECKING, Ordering::AcqRel);
         let seq = self.write_begin();
         let changed = (self.up.load(r) != 0) != up;
         self.rise.store(0, r);
@@ -594,13 +657,13 @@ impl Slot {
 /// Fill the slots of a fresh zone: each takes over the state of the old
 /// slot with its identity (a repeated identity, the same server listed
 /// twice, matches its occurrences in order) or starts new.
-/// `identities[i]` and `default_down[i]` describe `new[i]`. Returns, for
-/// each new slot, the index of the old slot it took over.
+/// `identities[i]` and `initial[i]` describe `new[i]`. Returns, for each
+/// new slot, the index of the old slot it took over.
 pub fn fill(
     new: &[Slot],
     old: &[Slot],
     identities: &[u64],
-    default_down: &[bool],
+    initial: &[Initial],
 ) -> Vec<Option<usize>> {
     let mut by_identity: HashMap<u64, VecDeque<usize>> = HashMap::new();
     for (j, s) in old.iter().enumerate() {
@@ -613,7 +676,7 @@ pub fn fill(
         let prev = by_identity.get_mut(&id).and_then(VecDeque::pop_front);
         match prev.and_then(|j| old.get(j)) {
             Some(prev) => slot.init_inherited(id, prev),
-            None => slot.init_new(id, default_down.get(i).copied().unwrap_or(false)),
+            None => slot.init_new(id, initial.get(i).copied().unwrap_or(Initial::Up)),
         }
         from.push(prev);
     }

@@ -923,6 +923,7 @@ impl CheckGen {
             passive_fall: 0,
             shared: true,
             active: true,
+            mandatory: false,
         })
     }
 }
@@ -1721,6 +1722,7 @@ fn borrow(owned: &[OwnedRow]) -> Vec<PeerRow<'_>> {
                 period_ms: 1000,
                 shared_with: &[],
                 ejected: false,
+                checking: false,
                 outlier: None,
                 last_change_ms: o.last_change_ms,
                 last_duration_ms: o.sum,

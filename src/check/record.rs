@@ -130,13 +130,40 @@ fn log_flip(p: &Probe, row: &Row, flip: Flip, result: RoundResult) {
                 RoundResult::Down(r) => r.name(),
                 RoundResult::Up { .. } => "failed",
             };
-            event(row, (State::Up, State::Down), Some(code), Some(&reason));
+            let from = if flip.first {
+                State::Checking
+            } else {
+                State::Up
+            };
+            event(row, (from, State::Down), Some(code), Some(&reason));
+            if flip.first {
+                ffi::log(
+                    NGX_LOG_WARN,
+                    p.log(),
+                    format_args!(
+                        "upstream {ups} peer {name} is down after its first round: {reason} \
+                         ({proto} {check} check, mandatory)",
+                    ),
+                )
+            } else {
+                ffi::log(
+                    NGX_LOG_WARN,
+                    p.log(),
+                    format_args!(
+                        "upstream {ups} peer {name} is down after {} failures: {reason} ({proto} {check} check)",
+                        flip.health.fall,
+                    ),
+                )
+            }
+        }
+        Transition::WentUp if flip.first => {
+            event(row, (State::Checking, State::Up), None, None);
             ffi::log(
-                NGX_LOG_WARN,
+                NGX_LOG_NOTICE,
                 p.log(),
                 format_args!(
-                    "upstream {ups} peer {name} is down after {} failures: {reason} ({proto} {check} check)",
-                    flip.health.fall,
+                    "upstream {ups} peer {name} is up after its first round ({proto} {check} \
+                     check, mandatory)",
                 ),
             )
         }

@@ -20,7 +20,7 @@ use super::zone::Zone;
 /// initial state, computed at configuration time.
 pub struct ZonePlan {
     pub identities: Vec<u64>,
-    pub default_down: Vec<bool>,
+    pub initial: Vec<healthcheck_core::zone::Initial>,
     /// Each configured slot's upstream has `check_outlier`.
     pub outlier: Vec<bool>,
     /// The zone has outlier counters (some upstream has `check_outlier`).
@@ -158,7 +158,7 @@ unsafe fn init_zone_data(zone: *mut ngx_shm_zone_t, old: *mut c_void) -> ngx_int
         &new.slots()[..n],
         old_slots,
         &plan.identities,
-        &plan.default_down,
+        &plan.initial,
     );
     // Outlier counters carry over with their slot; an ejection only where
     // the upstream still has `check_outlier` (nothing else would end it).

@@ -211,6 +211,7 @@ impl Row {
             duration_count: s.buckets.iter().sum(),
             shared_with: &self.shared,
             ejected,
+            checking: s.admin & admin::CHECKING != 0,
             outlier: self.outlier,
         }
     }

@@ -319,6 +319,7 @@ struct Params<'a> {
     match_block: Option<Given<'a, Vec<u8>>>,
     passive_fall: Option<Given<'a, u32>>,
     shared: Option<Given<'a, bool>>,
+    mandatory: Option<Given<'a, bool>>,
 }
 
 /// Stores a parsed parameter, refusing a second occurrence.
@@ -339,6 +340,9 @@ fn store<'a, T>(
 impl<'a> Params<'a> {
     /// First pass: one `name=value` argument.
     fn add(&mut self, arg: &'a [u8]) -> Result<(), ConfError> {
+        if arg == b"mandatory" {
+            return store(&mut self.mandatory, arg, "mandatory", || Ok(true));
+        }
         let Some(eq) = arg.iter().position(|&b| b == b'=') else {
             return Err(match PARAMETERS.iter().find(|p| p.as_bytes() == arg) {
                 Some(name) => invalid(arg, format!("{name} requires a value ({name}=...)")),
@@ -393,6 +397,7 @@ impl<'a> Params<'a> {
                 b"" => Err("match must name a check_match block (match=NAME)".into()),
                 _ => Ok(value.to_vec()),
             }),
+            b"mandatory" => Err(invalid(arg, "mandatory takes no value (write mandatory)")),
             b"passive_fall" => store(&mut self.passive_fall, arg, "passive_fall", || {
                 parse_count(value, "passive_fall", 0, RISE_FALL_MAX)
             }),
@@ -557,6 +562,7 @@ impl<'a> Params<'a> {
             passive_fall: self.passive_fall.map_or(0, |g| g.value),
             shared: self.shared.map_or(true, |g| g.value),
             active: true,
+            mandatory: self.mandatory.is_some(),
         })
     }
 }

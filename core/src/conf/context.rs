@@ -218,8 +218,9 @@ pub struct ZoneLayout {
     /// Each slot's peer identity ([`identity_hash`] with the effective
     /// check port).
     pub identities: Vec<u64>,
-    /// Each slot's `default_down`.
-    pub default_down: Vec<bool>,
+    /// How each slot starts when its peer is new (`default_down`,
+    /// `mandatory`).
+    pub initial: Vec<crate::zone::Initial>,
     /// Each slot's upstream has `check_outlier`.
     pub outlier: Vec<bool>,
     /// Slots after the configured peers' for addresses of `resolve`
@@ -590,7 +591,7 @@ fn layout(
     warnings: &mut Vec<Diagnostic>,
 ) -> Result<ZoneLayout, Diagnostic> {
     let mut identities = Vec::new();
-    let mut default_down = Vec::new();
+    let mut initial = Vec::new();
     let mut outlier = Vec::new();
     let mut lines = 0;
     let mut tags = Vec::new();
@@ -656,7 +657,7 @@ fn layout(
                 check.check_type.as_str(),
                 port,
             ));
-            default_down.push(check.default_down);
+            initial.push(check.initial());
             outlier.push(u.outlier);
         }
     }
@@ -701,7 +702,7 @@ fn layout(
     };
     Ok(ZoneLayout {
         identities,
-        default_down,
+        initial,
         outlier,
         dynamic,
         tags,

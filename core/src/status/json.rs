@@ -106,6 +106,8 @@ pub(super) fn upstreams(list: &[super::UpstreamSummary], out: &mut Vec<u8>) {
             b", \"fail_open\": false, \"ejected\": "
         });
         push_u64(out, u.ejected);
+        out.extend_from_slice(b", \"checking\": ");
+        push_u64(out, u.checking);
         out.push(b'}');
     }
     out.extend_from_slice(if list.is_empty() { b"]" } else { b"\n]" });

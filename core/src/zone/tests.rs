@@ -162,7 +162,7 @@ fn admin_state_carries_over_a_reload() {
         core::slice::from_ref(&new),
         core::slice::from_ref(&old),
         &[7],
-        &[true],
+        &[Initial::Down],
     );
     assert_eq!(new.admin.load(Ordering::Relaxed), admin::DISABLED);
     assert!(new.snapshot().up);
@@ -206,7 +206,8 @@ fn record_counts_successes_and_failures() {
                 up: false,
                 rise: 0,
                 fall: 2
-            }
+            },
+            first: false,
         })
     );
     let snap = s.snapshot();
@@ -266,7 +267,12 @@ fn fill_matches_identities_in_order() {
     old[1].record(RoundResult::Down(Reason::Refused), 1, (1, 1), 9, None);
     old[2].checks.store(5, Ordering::Relaxed);
     let new: Vec<Slot> = (0..4).map(|_| Slot::default()).collect();
-    fill(&new, &old, &[20, 30, 20, 10], &[false, true, false, false]);
+    fill(
+        &new,
+        &old,
+        &[20, 30, 20, 10],
+        &[Initial::Up, Initial::Down, Initial::Up, Initial::Up],
+    );
     let s: Vec<Snapshot> = new.iter().map(Slot::snapshot).collect();
     // First 20 inherits old[1] (down), second 20 inherits old[2].
     assert!(!s[0].up && s[0].checks == 1);
@@ -376,4 +382,39 @@ fn http_and_grpc_status_share_a_word_without_touching_each_other() {
     assert_eq!(s.snapshot().grpc_status(), Some(0));
     s.record_grpc_status(u32::MAX);
     assert_eq!(s.snapshot().grpc_status(), Some(0xfffe));
+}
+
+/// `mandatory`: a new peer is checking and out of selection; its first
+/// round decides at once (a pass is up whatever `rise`), and the bit goes.
+#[test]
+fn a_checking_peer_is_decided_by_its_first_round() {
+    let s = Slot::default();
+    s.init_new(1, Initial::Checking);
+    assert!(s.checking() && s.vetoed() && !s.snapshot().up);
+    let flip = s.record(RoundResult::Up { delay_ms: 1 }, 1, (3, 2), 5, None);
+    assert_eq!(
+        flip.map(|f| (f.transition, f.first)),
+        Some((Transition::WentUp, true))
+    );
+    assert!(!s.checking() && !s.vetoed());
+    let f = Slot::default();
+    f.init_new(2, Initial::Checking);
+    let flip = f.record(RoundResult::Down(Reason::Refused), 1, (3, 2), 5, None);
+    assert_eq!(
+        flip.map(|f| (f.transition, f.first)),
+        Some((Transition::WentDown, true))
+    );
+    assert!(!f.checking() && f.vetoed());
+    // Then rise counts as usual.
+    assert_eq!(
+        f.record(RoundResult::Up { delay_ms: 1 }, 1, (3, 2), 6, None),
+        None
+    );
+    // An operator's word decides too.
+    let a = Slot::default();
+    a.init_new(3, Initial::Checking);
+    a.set_health(true, 7);
+    assert!(!a.checking() && !a.vetoed());
+    assert_eq!(Initial::from(true), Initial::Down);
+    assert_eq!(Initial::of(true, true), Initial::Checking);
 }

@@ -31,9 +31,9 @@ fn json_exact() {
     // The summaries count every peer of the upstream, whatever the filter.
     let upstreams = json!([
         {"group": "http", "name": "web", "peers": 2, "up": 1, "down": 1, "disabled": 0,
-         "selectable": 1, "fail_open": false, "ejected": 0},
+         "selectable": 1, "fail_open": false, "ejected": 0, "checking": 0},
         {"group": "stream", "name": "web", "peers": 1, "up": 1, "down": 0, "disabled": 0,
-         "selectable": 1, "fail_open": false, "ejected": 0}]);
+         "selectable": 1, "fail_open": false, "ejected": 0, "checking": 0}]);
     assert_eq!(
         v,
         json!({"servers": {"total": 3, "up": 2, "down": 1, "generation": 3, "dropped_events": 0, "check_connections": 0,

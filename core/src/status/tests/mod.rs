@@ -42,6 +42,7 @@ pub(super) fn row<'a>(
         grpc_status: None,
         shared_with: &[],
         ejected: false,
+        checking: false,
         outlier: None,
         period_ms: 5000,
         last_change_ms: if up { 0 } else { 1_700_000_000_123 },

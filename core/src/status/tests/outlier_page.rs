@@ -44,6 +44,7 @@ fn outlier_rows() -> Vec<PeerRow<'static>> {
         },
         PeerRow {
             ejected: true,
+            checking: false,
             last_failure_reason: Some("outlier"),
             outlier: Some(EJECTED),
             ..row(Group::Http, 1, b"web", b"10.0.0.2:80", false)
@@ -95,9 +96,9 @@ fn json_outlier_fields() {
     ));
     assert!(body.contains(
         "\n  {\"group\": \"http\", \"name\": \"web\", \"peers\": 2, \"up\": 1, \"down\": 1, \
-\"disabled\": 0, \"selectable\": 1, \"fail_open\": false, \"ejected\": 1},\n  \
+\"disabled\": 0, \"selectable\": 1, \"fail_open\": false, \"ejected\": 1, \"checking\": 0},\n  \
 {\"group\": \"http\", \"name\": \"api\", \"peers\": 1, \"up\": 1, \"down\": 0, \
-\"disabled\": 0, \"selectable\": 1, \"fail_open\": false, \"ejected\": 0},\n"
+\"disabled\": 0, \"selectable\": 1, \"fail_open\": false, \"ejected\": 0, \"checking\": 0},\n"
     ));
     // Only appended: the existing fields keep their order, the new ones
     // come after shared_with.
@@ -163,6 +164,7 @@ fn summaries_count_ejected_peers() {
     // selectable.
     rows.push(PeerRow {
         ejected: true,
+        checking: false,
         fail_open: true,
         outlier: Some(EJECTED),
         ..row(Group::Stream, 1, b"mq", b"10.0.0.5:5672", false)

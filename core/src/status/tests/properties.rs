@@ -207,6 +207,7 @@ pub(super) fn borrow(owned: &[OwnedRow]) -> Vec<PeerRow<'_>> {
                 period_ms: 5000,
                 shared_with: &[],
                 ejected: o.ejected,
+                checking: false,
                 outlier: o.outlier,
                 last_change_ms: o.last_change_ms,
                 last_duration_ms: o.sum,

@@ -64,6 +64,7 @@ fn spec_examples_that_parse() {
             passive_fall: 0,
             shared: true,
             active: true,
+            mandatory: false,
         }
     );
 

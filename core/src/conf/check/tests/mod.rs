@@ -56,6 +56,7 @@ fn defaults() {
             passive_fall: 0,
             shared: true,
             active: true,
+            mandatory: false,
         }
     );
     assert!(!ok("type=tcp").keeps_connection());
@@ -155,3 +156,18 @@ fn integer_values() {
 mod documented;
 mod properties;
 mod types_and_periods;
+
+#[test]
+fn mandatory_is_a_bare_word() {
+    let c = parse_check(&[b"type=tcp", b"mandatory"]).unwrap();
+    assert!(c.mandatory);
+    assert_eq!(c.initial(), crate::zone::Initial::Checking);
+    assert!(!parse_check(&[b"type=tcp"]).unwrap().mandatory);
+    let e = parse_check(&[b"mandatory", b"mandatory"]).unwrap_err().0;
+    assert!(e.contains("mandatory is given twice"), "{e}");
+    let e = parse_check(&[b"mandatory=on"]).unwrap_err().0;
+    assert!(
+        e.contains("\"mandatory=on\"") && e.contains("mandatory takes no value"),
+        "{e}"
+    );
+}

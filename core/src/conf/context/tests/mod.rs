@@ -72,7 +72,7 @@ fn an_empty_context_still_has_a_zone() {
         f.result,
         Ok(ZoneLayout {
             identities: vec![],
-            default_down: vec![],
+            initial: vec![],
             outlier: vec![],
             dynamic: 0,
             tags: vec![],
@@ -440,7 +440,7 @@ fn identities_use_the_effective_port() {
         ]
     );
     assert_eq!(
-        z.default_down,
+        z.initial.iter().map(|i| i.down()).collect::<Vec<_>>(),
         [false, false, false, false, true, true, true, true]
     );
     assert_eq!(z.size, required_static(8));

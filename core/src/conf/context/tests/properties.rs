@@ -94,13 +94,13 @@ proptest! {
                 prop_assert!(shm.map_or(true, |s| s as usize >= required_static(n)));
                 prop_assert_eq!(z.size, shm.map_or(required_static(n), |s| s as usize));
                 prop_assert_eq!(z.identities.len(), n);
-                prop_assert_eq!(z.default_down.len(), n);
+                prop_assert_eq!(z.initial.len(), n);
                 // Slots follow the facts: upstream by upstream, peer by peer.
                 let mut at = 0;
                 for u in &checked {
                     let c = u.check.unwrap();
                     for p in &u.peers {
-                        prop_assert_eq!(z.default_down[at], c.default_down);
+                        prop_assert_eq!(z.initial[at], c.initial());
                         let port = if c.port == 0 || p.unix { p.port } else { c.port };
                         prop_assert_eq!(
                             z.identities[at],
