@@ -10,6 +10,7 @@
 
 mod admin;
 mod check;
+mod closer;
 mod conf;
 mod directive;
 mod ejections;

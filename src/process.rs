@@ -38,6 +38,10 @@ struct State {
     /// Worker 0's `check_outlier` timer; held for its `Drop`.
     #[expect(dead_code, reason = "owned for Drop only")]
     outliers: Option<crate::ejections::OutlierTimer>,
+    /// The look at peers that went down (their idle keepalive
+    /// connections close); held for its `Drop`.
+    #[expect(dead_code, reason = "owned for Drop only")]
+    closer: Option<crate::closer::IdleCloser>,
     worker: Worker,
 }
 
@@ -158,6 +162,7 @@ pub unsafe fn init(cycle: &ngx_cycle_t) {
             )
         })
         .flatten();
+    let closer = crate::closer::IdleCloser::start(&worker.http, with_context, cycle.log);
     let writers = if first {
         [Group::Http, Group::Stream]
             .into_iter()
@@ -176,6 +181,7 @@ pub unsafe fn init(cycle: &ngx_cycle_t) {
             probers,
             writers,
             outliers,
+            closer,
             worker,
         }),
     );

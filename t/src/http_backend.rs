@@ -142,6 +142,9 @@ struct Shared {
     connections: AtomicUsize,
     /// Requests answered by a `Reply::Rotate` so far.
     rotated: AtomicUsize,
+    /// Connections whose serving thread still runs (it ends when the
+    /// client closes).
+    live: AtomicUsize,
     stop: AtomicBool,
     /// Clones of open connections, closed on drop.
     open: Mutex<Vec<TcpStream>>,
@@ -173,6 +176,7 @@ impl HttpBackend {
             per_connection: Mutex::new(Vec::new()),
             connections: AtomicUsize::new(0),
             rotated: AtomicUsize::new(0),
+            live: AtomicUsize::new(0),
             stop: AtomicBool::new(false),
             open: Mutex::new(Vec::new()),
         });
@@ -220,6 +224,12 @@ impl HttpBackend {
         self.shared.per_connection.lock().unwrap().clone()
     }
 
+    /// Connections not closed by the client yet (their serving thread
+    /// runs; after a reply that closes, or a client's FIN, it ends).
+    pub fn live_connections(&self) -> usize {
+        self.shared.live.load(Ordering::SeqCst)
+    }
+
     /// Connections currently open.
     pub fn open_connections(&self) -> usize {
         let open = self.shared.open.lock().unwrap();
@@ -257,8 +267,10 @@ fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
             shared.open.lock().unwrap().push(clone);
         }
         let s = Arc::clone(shared);
+        s.live.fetch_add(1, Ordering::SeqCst);
         thread::spawn(move || {
             let _ = serve(conn, &s, index);
+            s.live.fetch_sub(1, Ordering::SeqCst);
         });
     }
 }

@@ -1,9 +1,11 @@
-//! Peer transitions (docs/directives.md, check: mandatory): a peer whose
-//! state is unknown is `checking` and takes no traffic until its first
-//! round, which decides at once: on nginx's first start, and for a server
-//! a reload adds. Each backend records every request head in order: the
-//! check asks for `/health`, the clients for `/app`, so "no traffic before
-//! the first round" reads as "no `/app` before the first `/health`".
+//! Peer transitions: a peer whose state is unknown is `checking` and takes
+//! no traffic until its first round, which decides at once
+//! (docs/directives.md, check: mandatory): on nginx's first start, and for
+//! a server a reload adds. Each backend records every request head in
+//! order: the check asks for `/health`, the clients for `/app`, so "no
+//! traffic before the first round" reads as "no `/app` before the first
+//! `/health`". And a peer that goes down loses its idle keepalive
+//! connections at once (docs/operations.md, Peers that go down).
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -203,4 +205,86 @@ fn a_server_added_by_a_reload_waits_for_its_first_round() {
         "its first round (request {check:?}) before any proxied request ({request:?})"
     );
     assert!(first_check_and_request(&a).1.is_some());
+}
+
+/// `keepalive 16`: a peer that goes down (by its check, then another by an
+/// operator's `disable`) loses its idle keepalive connections in every
+/// worker within one interval; the other peer's stay.
+#[test]
+fn a_peer_that_goes_down_loses_its_idle_keepalive_connections() {
+    let ((a, an), (b, bn)) = (backend(), backend());
+    let port = healthcheck_t::free_port();
+    let conf = format!(
+        "http {{
+    upstream u {{
+        server {an} max_fails=0;
+        server {bn} max_fails=0;
+        keepalive 16;
+        check type=http interval=200 rise=1 fall=1 timeout=150;
+        check_http_send \"GET /health HTTP/1.0\\r\\n\\r\\n\";
+    }}
+    server {{
+        listen 127.0.0.1:{port} reuseport;
+        location /app {{
+            proxy_pass http://u;
+            proxy_http_version 1.1;
+            proxy_set_header Connection \"\";
+        }}
+        location /admin {{ healthcheck_admin; }}
+        location /status {{ healthcheck_status json; }}
+    }}
+}}"
+    );
+    let ng = Builder::default().workers(2).start(&conf);
+    wait_for(LONG, "both peers up", || {
+        let s = status_json(port).ok()?;
+        (s.is_up(Kind::Http, "u", &an) && s.is_up(Kind::Http, "u", &bn)).then_some(())
+    });
+    // Traffic from several clients at once: both workers cache connections
+    // to both peers.
+    let keep = || {
+        let clients: Vec<_> = (0..8)
+            .map(|_| thread::spawn(move || (0..20).for_each(|_| drop(http_get(port, "/app")))))
+            .collect();
+        clients.into_iter().for_each(|c| drop(c.join()));
+    };
+    keep();
+    wait_for(LONG, "idle keepalive connections to both", || {
+        (a.live_connections() > 0 && b.live_connections() > 0).then_some(())
+    });
+    let kept_b = b.live_connections();
+    // A fails its check: its idle connections close, B's stay.
+    a.set_reply(Reply::status(500));
+    let t = std::time::Instant::now();
+    wait_for(LONG, "A down", || {
+        status_json(port)
+            .ok()?
+            .is_down(Kind::Http, "u", &an)
+            .then_some(())
+    });
+    wait_for(LONG, "A's idle connections closed", || {
+        (a.live_connections() == 0).then_some(())
+    });
+    assert!(
+        t.elapsed() < Duration::from_millis(1500),
+        "closed {:?} after the failing round",
+        t.elapsed()
+    );
+    assert_eq!(b.live_connections(), kept_b, "B's connections stay");
+    // An operator's disable does the same for B.
+    let r = healthcheck_t::http_request(
+        port,
+        "POST",
+        &format!("/admin?upstream=u&peer={bn}&action=disable&group=http"),
+        &[],
+        b"",
+    )
+    .unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+    wait_for(
+        Duration::from_secs(2),
+        "B's idle connections closed",
+        || (b.live_connections() == 0).then_some(()),
+    );
+    drop(ng);
 }

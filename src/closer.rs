@@ -1,0 +1,215 @@
+//! Idle keepalive connections to a peer that went down (docs/operations.md,
+//! Peers that go down): every worker looks, a few times a second, whether
+//! some peer's state changed (one atomic load of the zone's change counter
+//! when nothing did); for each peer selection now skips that it did not
+//! before (down by its checks, `passive_fall`, an operator, an ejection),
+//! it closes the idle connections of nginx's upstream keepalive cache to
+//! that peer's address, as nginx closes idle connections at shutdown: the
+//! connection is marked `close` and its read handler runs, which is the
+//! keepalive module's own, so the cache lets the connection go.
+
+use core::mem;
+use core::ptr::NonNull;
+use std::collections::HashSet;
+
+use healthcheck_core::status::Group;
+use ngx::ffi::{ngx_add_timer, ngx_del_timer, ngx_event_t, ngx_log_t};
+
+use crate::ffi::{exiting, guard};
+use crate::shm::Slot;
+use crate::worker::Context;
+
+/// How the timer reaches a context (`crate::process::with_context`).
+pub type WithContext = fn(Group, &mut dyn FnMut(&Context));
+
+/// How often a worker looks, ms.
+const PERIOD_MS: u64 = 100;
+
+#[repr(C)]
+struct Inner {
+    /// As `Probe::ident`: nginx's debug log reads the timer's `data`.
+    ident: [usize; 4],
+    ev: ngx_event_t,
+    with_context: WithContext,
+    /// The zone's change counter when the worker last looked.
+    seen: u64,
+    /// Slots selection skipped then.
+    skipped: HashSet<u32>,
+}
+
+/// The owning handle of a worker's look at peers that went down.
+pub struct IdleCloser(NonNull<Inner>);
+
+impl IdleCloser {
+    /// Start looking at the http context's peers (the stream module has no
+    /// keepalive cache).
+    pub fn start(ctx: &Context, with_context: WithContext, log: *mut ngx_log_t) -> Option<Self> {
+        let zone = ctx.zone?;
+        let mut skipped = HashSet::new();
+        ctx.each_target(|t| {
+            if zone.slot(t.index as usize).is_some_and(Slot::vetoed) {
+                skipped.insert(t.index);
+            }
+        });
+        let inner = Box::new(Inner {
+            ident: [0, 0, 0, usize::MAX],
+            // SAFETY: all-zero is nginx's initial state for an event.
+            ev: unsafe { mem::zeroed() },
+            with_context,
+            seen: zone.header().changes(),
+            skipped,
+        });
+        let raw = Box::into_raw(inner);
+        // SAFETY: just made; nginx's timer points to it until the handle is
+        // dropped.
+        unsafe {
+            (*raw).ev.data = raw.cast();
+            (*raw).ev.handler = Some(ngx_healthcheck_closer_timer);
+            (*raw).ev.log = log;
+            (*raw).ev.set_cancelable(1);
+            ngx_add_timer(&mut (*raw).ev, PERIOD_MS as ngx::ffi::ngx_msec_t);
+            Some(IdleCloser(NonNull::new_unchecked(raw)))
+        }
+    }
+}
+
+impl Drop for IdleCloser {
+    fn drop(&mut self) {
+        // SAFETY: made by `Box::into_raw` in `start`, freed once here.
+        let mut inner = unsafe { Box::from_raw(self.0.as_ptr()) };
+        if inner.ev.timer_set() != 0 {
+            // SAFETY: the timer's own event.
+            unsafe { ngx_del_timer(&mut inner.ev) };
+        }
+    }
+}
+
+impl Inner {
+    fn look(&mut self, ctx: &Context) {
+        let Some(zone) = ctx.zone else {
+            return;
+        };
+        let changes = zone.header().changes();
+        if changes == self.seen {
+            return;
+        }
+        self.seen = changes;
+        let mut went: Vec<Vec<u8>> = Vec::new();
+        let mut now = HashSet::new();
+        ctx.each_target(|t| {
+            if !zone.slot(t.index as usize).is_some_and(Slot::vetoed) {
+                return;
+            }
+            now.insert(t.index);
+            if !self.skipped.contains(&t.index) && !t.peer.sockaddr.is_null() {
+                // SAFETY: an rr peer's sockaddr of `socklen` bytes.
+                let bytes = unsafe {
+                    core::slice::from_raw_parts(
+                        t.peer.sockaddr.cast::<u8>(),
+                        t.peer.socklen as usize,
+                    )
+                };
+                went.push(bytes.to_vec());
+            }
+        });
+        self.skipped = now;
+        if !went.is_empty() {
+            // SAFETY: in a worker, on the event loop.
+            unsafe { close_idle(&went) };
+        }
+    }
+}
+
+/// Close the idle upstream connections (the keepalive cache's) to any of
+/// `addrs` (sockaddr bytes).
+///
+/// # Safety
+/// A worker's event loop: the cycle's connections are this process's.
+unsafe fn close_idle(addrs: &[Vec<u8>]) {
+    // SAFETY: the running cycle of a worker.
+    let cycle = unsafe { &*ngx::ffi::ngx_cycle };
+    if cycle.connections.is_null() {
+        return;
+    }
+    for i in 0..cycle.connection_n {
+        // SAFETY: nginx allocated `connection_n` connections there. Each is
+        // read through its pointer, never held across a handler (which may
+        // close connections).
+        let c = unsafe { cycle.connections.add(i) };
+        // SAFETY: as above.
+        let (fd, idle, listening) = unsafe { ((*c).fd, (*c).idle(), (*c).listening) };
+        // Only idle connections nginx opened to a peer: a client's
+        // keepalive connection has its listening socket.
+        if fd == -1 || idle == 0 || !listening.is_null() {
+            continue;
+        }
+        // nginx keeps no address in an upstream connection: ask the kernel.
+        // SAFETY: all-zero is a valid sockaddr_storage; the length is its
+        // size.
+        let mut ss: libc::sockaddr_storage = unsafe { mem::zeroed() };
+        let mut len = mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+        // SAFETY: a live socket; `ss` has `len` bytes.
+        let rc = unsafe { libc::getpeername(fd, (&raw mut ss).cast(), &mut len) };
+        if rc != 0 || !addrs.iter().any(|a| same_peer(a, &ss)) {
+            continue;
+        }
+        // SAFETY: an idle connection's read event, whose handler (the
+        // keepalive module's) closes it when `close` is set, as
+        // ngx_close_idle_connections does.
+        unsafe {
+            let rev = (*c).read;
+            if let Some(handler) = rev.as_ref().and_then(|r| r.handler) {
+                (*c).set_close(1);
+                handler(rev);
+            }
+        }
+    }
+}
+
+/// Whether the peer sockaddr bytes `peer` and the kernel's `ss` name the
+/// same address and port (IPv4, IPv6; unix sockets have no peer name).
+fn same_peer(peer: &[u8], ss: &libc::sockaddr_storage) -> bool {
+    let family = i32::from(ss.ss_family);
+    let ss: *const libc::sockaddr_storage = ss;
+    match family {
+        libc::AF_INET if peer.len() >= mem::size_of::<libc::sockaddr_in>() => {
+            // SAFETY: `ss` holds an AF_INET address; sockaddr_storage is
+            // large and aligned enough for it.
+            let a = unsafe { &*ss.cast::<libc::sockaddr_in>() };
+            // SAFETY: `peer` has at least a sockaddr_in's bytes (checked).
+            let b = unsafe { core::ptr::read_unaligned(peer.as_ptr().cast::<libc::sockaddr_in>()) };
+            i32::from(b.sin_family) == family
+                && a.sin_port == b.sin_port
+                && a.sin_addr.s_addr == b.sin_addr.s_addr
+        }
+        libc::AF_INET6 if peer.len() >= mem::size_of::<libc::sockaddr_in6>() => {
+            // SAFETY: as above, for AF_INET6.
+            let a = unsafe { &*ss.cast::<libc::sockaddr_in6>() };
+            // SAFETY: `peer` has at least a sockaddr_in6's bytes (checked).
+            let b =
+                unsafe { core::ptr::read_unaligned(peer.as_ptr().cast::<libc::sockaddr_in6>()) };
+            i32::from(b.sin6_family) == family
+                && a.sin6_port == b.sin6_port
+                && a.sin6_addr.s6_addr == b.sin6_addr.s6_addr
+        }
+        _ => false,
+    }
+}
+
+unsafe extern "C" fn ngx_healthcheck_closer_timer(ev: *mut ngx_event_t) {
+    // SAFETY: `data` is the closer owning this event (set in `start`).
+    let (t, log) = unsafe { ((*ev).data.cast::<Inner>(), (*ev).log) };
+    // SAFETY: the closer outlives its event (Drop deletes it first).
+    let Some(t) = (unsafe { t.as_mut() }) else {
+        return;
+    };
+    if exiting() {
+        return;
+    }
+    guard(log, "idle connections", (), || {
+        let with = t.with_context;
+        with(Group::Http, &mut |ctx| t.look(ctx));
+    });
+    // SAFETY: the timer's own event, not armed (it just fired).
+    unsafe { ngx_add_timer(&mut t.ev, PERIOD_MS as ngx::ffi::ngx_msec_t) };
+}
