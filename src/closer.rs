@@ -137,10 +137,13 @@ unsafe fn close_idle(addrs: &[Vec<u8>]) {
         // close connections).
         let c = unsafe { cycle.connections.add(i) };
         // SAFETY: as above.
-        let (fd, idle, listening) = unsafe { ((*c).fd, (*c).idle(), (*c).listening) };
-        // Only idle connections nginx opened to a peer: a client's
-        // keepalive connection has its listening socket.
-        if fd == -1 || idle == 0 || !listening.is_null() {
+        let (fd, idle, listening, log) =
+            unsafe { ((*c).fd, (*c).idle(), (*c).listening, (*c).log) };
+        // Only the keepalive cache's: idle, opened to a peer (a client's
+        // keepalive connection has its listening socket), with the cycle's
+        // log, which the cache gives them (the module's own check
+        // connections, idle too, have a log of their own).
+        if fd == -1 || idle == 0 || !listening.is_null() || log != cycle.log {
             continue;
         }
         // nginx keeps no address in an upstream connection: ask the kernel.

@@ -271,6 +271,13 @@ fn a_peer_that_goes_down_loses_its_idle_keepalive_connections() {
         t.elapsed()
     );
     assert_eq!(b.live_connections(), kept_b, "B's connections stay");
+    // Its check rounds go on (the module's own connections are not the
+    // cache's).
+    let checks = |s: &Status| s.row(Kind::Http, "u", &an)["checks"].as_i64().unwrap_or(0);
+    let before = checks(&status_json(port).unwrap());
+    wait_for(LONG, "A's rounds go on", || {
+        (checks(&status_json(port).ok()?) >= before + 3).then_some(())
+    });
     // An operator's disable does the same for B.
     let r = healthcheck_t::http_request(
         port,
