@@ -521,6 +521,54 @@ fn a_new_dead_address_with_default_down_never_gets_traffic() {
     assert!(s.is_up(Kind::Http, "web", &live), "{s}");
 }
 
+/// `mandatory` (docs/directives.md, check: mandatory): an address nginx
+/// newly resolves is `checking` and takes no request until its first
+/// round, which brings it up at once (not after `rise` rounds).
+#[test]
+fn a_newly_resolved_address_waits_for_its_first_round_with_mandatory() {
+    if !supported() {
+        return;
+    }
+    let (site, backends) = site(&[1, 2]);
+    let check = "check type=http interval=1000 rise=3 fall=1 timeout=500 mandatory";
+    let (mut dns, _ng, port) = start(&site, &[1], check);
+    let new = site.name(2);
+    wait_rows(port, Kind::Http, "web", &site.names(&[1]), "up");
+    dns.set(NAME, &site.ips(&[1, 2]));
+    let mut seen_checking = false;
+    let s = wait_for(WAIT, format!("{new} up"), || {
+        let _ = get(port);
+        let s = status_json(port).ok()?;
+        seen_checking |= s.peer_status(Kind::Http, "web", &new) == Some("checking");
+        s.is_up(Kind::Http, "web", &new).then_some(s)
+    });
+    assert_eq!(
+        s.checks(Kind::Http, "web", &new),
+        1,
+        "up after its first round: {s}"
+    );
+    for _ in 0..20 {
+        let _ = get(port);
+    }
+    // Its requests: a round's first, the first proxied one only after it.
+    let heads = backends[&2].requests();
+    let first_check = heads.iter().position(|h| is_check(h));
+    let first_proxied = heads.iter().position(|h| !is_check(h));
+    assert!(
+        first_check.zip(first_proxied).is_some_and(|(c, p)| c < p),
+        "a round (request {first_check:?}) before any proxied request ({first_proxied:?}); \
+         checking seen: {seen_checking}"
+    );
+}
+
+/// Whether a request head is a check round's: the built request has a
+/// `User-Agent` (nginx-healthcheck/...); the test's clients send none, so
+/// the requests nginx proxies have none either.
+fn is_check(head: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(head).to_ascii_lowercase();
+    text.contains("user-agent:")
+}
+
 /// A stream upstream with `resolve`: its addresses are rows under
 /// `stream`, checked and up, and both serve proxied sessions.
 #[test]
