@@ -1,19 +1,21 @@
 //! The module's part in each selection of a checked upstream besides the
-//! patch's hook (docs/stock-mode.md; docs/directives.md, check: passive_fall).
+//! patch's hook (docs/stock-mode.md; docs/directives.md, check: passive_fall,
+//! and check_outlier).
 //!
 //! - **Stock mode.** In an nginx without the patch the balancers look at
 //!   nothing but `peer->down`, so the module keeps that flag in step with
 //!   the checks: before each selection of a checked upstream the worker
 //!   applies every state change published since it last looked (one atomic
 //!   load when nothing changed; `worker::Context::apply`).
-//! - **Passive failures.** With `passive_fall`, the module sees how nginx
-//!   ends each attempt (`peer.free` and its state) and counts failures.
+//! - **Passive failures and outliers.** With `passive_fall` or
+//!   `check_outlier`, the module sees how nginx ends each attempt
+//!   (`peer.free`, and the upstream's state: status, times) and counts it.
 //!
 //! Both wrap the upstream's `peer.init` at configuration time, as nginx's
 //! keepalive module does: ours runs first, then the balancer's own. For
-//! `passive_fall` the request's peer callbacks are wrapped too, with the
-//! balancer's callbacks and data kept in a small struct in the request's
-//! pool.
+//! `passive_fall` and `check_outlier` the request's peer callbacks are
+//! wrapped too, with the balancer's callbacks and data kept in a small
+//! struct in the request's pool.
 
 use core::ffi::c_void;
 
