@@ -49,7 +49,7 @@ fn facts(u: &UpstreamRef) -> cc::UpstreamFacts<'_> {
         fail_open: c.fail_open.is_set(),
         tls: c.tls.facts(),
         resolve_lines: u.resolve_lines,
-        outlier: c.outlier.is_set(),
+        outlier: c.outlier.get(),
         written: c.written,
     }
 }
@@ -138,7 +138,9 @@ pub unsafe fn context(
     // SAFETY: set by nginx at start.
     let page = unsafe { ngx_pagesize };
     let blocks = mcf.matches.blocks();
-    let outliers = facts.iter().any(|f| f.outlier && f.check.is_some());
+    let outliers = facts
+        .iter()
+        .any(|f| f.outlier.is_some() && f.check.is_some());
     let finished = cc::finish_context(
         group,
         &facts,

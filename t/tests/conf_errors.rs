@@ -664,6 +664,43 @@ fn directives_that_do_nothing_load_with_a_warning_as_in_the_c_modules() {
     }
 }
 
+/// `check_outlier` rules that can never trip load with a `[warn]` naming
+/// why: consecutive_5xx in a stream upstream, success_rate over fewer than
+/// 5 peers. The implied default rule of a stream upstream warns about
+/// nothing (it counts errors there).
+#[test]
+fn outlier_rules_that_never_trip_load_with_a_warning() {
+    let (code, out) = nginx_t(&conf(
+        Ctx::StreamUpstream,
+        "check type=tcp; check_outlier consecutive_5xx=3 success_rate=on;",
+        TCP_SERVER,
+    ));
+    assert_eq!(code, 0, "{out}");
+    for warn in [
+        "[warn] \"check_outlier\" consecutive_5xx=3 never trips in stream upstream \"s\": a \
+         stream peer answers no HTTP status; consecutive_errors counts its connect errors, \
+         timeouts and resets (docs/outliers.md) in ",
+        "[warn] \"check_outlier\" success_rate=on never applies in upstream \"s\": it compares \
+         at least 5 peers and the upstream has 1 (docs/outliers.md) in ",
+    ] {
+        assert!(out.contains(warn), "{warn}\n{out}");
+    }
+    let (code, out) = nginx_t(&conf(
+        Ctx::StreamUpstream,
+        "check type=tcp; check_outlier;",
+        TCP_SERVER,
+    ));
+    assert_eq!(code, 0, "{out}");
+    assert!(!out.contains("check_outlier"), "{out}");
+    let (code, out) = nginx_t(&conf(
+        Ctx::HttpUpstream,
+        "check type=tcp; check_outlier consecutive_5xx=3;",
+        TCP_SERVER,
+    ));
+    assert_eq!(code, 0, "{out}");
+    assert!(!out.contains("never trips"), "{out}");
+}
+
 #[test]
 fn check_port_with_unix_server() {
     // Accepted, as Tengine does: the unix server is checked on its own

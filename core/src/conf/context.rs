@@ -92,8 +92,8 @@ pub struct UpstreamFacts<'a> {
     /// Its `server ... resolve` lines (nginx adds and removes their
     /// addresses at run time; only read when it has `check`).
     pub resolve_lines: usize,
-    /// Whether it has `check_outlier`.
-    pub outlier: bool,
+    /// Its `check_outlier`, if any.
+    pub outlier: Option<&'a crate::conf::OutlierConf>,
     /// Which parameters its `check` writes out.
     pub written: Written,
 }
@@ -582,6 +582,39 @@ fn check_tls(i: usize, name: &str, u: &UpstreamFacts<'_>) -> Result<(), Diagnost
     Ok(())
 }
 
+/// `check_outlier` rules that can never trip in this upstream: a `[warn]`
+/// each, saying why (docs/outliers.md).
+fn outlier_warnings(
+    group: Group,
+    i: usize,
+    name: &str,
+    u: &UpstreamFacts<'_>,
+    warnings: &mut Vec<Diagnostic>,
+) {
+    let Some(o) = u.outlier else { return };
+    let mut warn = |text: String| {
+        warnings.push(Diagnostic {
+            at: Directive::Outlier(i),
+            error: ConfError(text),
+        })
+    };
+    if group == Group::Stream && o.consecutive_5xx > 0 && !o.implied {
+        warn(format!(
+            "\"check_outlier\" consecutive_5xx={} never trips in stream upstream \"{name}\": a \
+             stream peer answers no HTTP status; consecutive_errors counts its connect errors, \
+             timeouts and resets (docs/outliers.md)",
+            o.consecutive_5xx
+        ));
+    }
+    if o.success_rate && u.peers.len() < 5 {
+        warn(format!(
+            "\"check_outlier\" success_rate=on never applies in upstream \"{name}\": it compares \
+             at least 5 peers and the upstream has {} (docs/outliers.md)",
+            u.peers.len()
+        ));
+    }
+}
+
 fn layout(
     group: Group,
     upstreams: &[UpstreamFacts<'_>],
@@ -605,6 +638,7 @@ fn layout(
                 )),
             });
         }
+        outlier_warnings(group, i, &name, u, warnings);
         check_tls(i, &name, u)?;
         let kept = u.check.is_some_and(|c| {
             c.reuse == Reuse::On || keepalive_reuse(c, u.written, u.keepalive_requests).is_some()
@@ -658,7 +692,7 @@ fn layout(
                 port,
             ));
             initial.push(check.initial());
-            outlier.push(u.outlier);
+            outlier.push(u.outlier.is_some());
         }
     }
 

@@ -89,7 +89,7 @@ mod tests {
             fail_open: false,
             tls: Default::default(),
             resolve_lines: 0,
-            outlier: false,
+            outlier: None,
             written: Written {
                 default_down: dd,
                 connection: false,

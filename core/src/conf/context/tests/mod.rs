@@ -42,7 +42,7 @@ fn ups<'a>(
         fail_open: false,
         tls: TlsDirectives::default(),
         resolve_lines: 0,
-        outlier: false,
+        outlier: None,
         written: Written::default(),
     }
 }
@@ -521,7 +521,7 @@ fn names_are_printed_as_nginx_prints_them() {
         fail_open: false,
         tls: TlsDirectives::default(),
         resolve_lines: 0,
-        outlier: false,
+        outlier: None,
         written: Written::default(),
     }];
     let f = finish(Group::Http, &u, None);

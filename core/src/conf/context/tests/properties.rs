@@ -58,7 +58,7 @@ proptest! {
                 fail_open: false,
                 tls: TlsDirectives::default(),
         resolve_lines: 0,
-        outlier: false,
+        outlier: None,
         written: Written::default(),
             })
             .collect();
@@ -249,7 +249,7 @@ proptest! {
                 fail_open: false,
                 tls: TlsDirectives::default(),
         resolve_lines: 0,
-        outlier: false,
+        outlier: None,
         written: Written::default(),
             })
             .collect();
