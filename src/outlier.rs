@@ -8,7 +8,7 @@
 use core::sync::atomic::Ordering::Relaxed;
 
 use healthcheck_core::events::{By, State};
-use healthcheck_core::outlier::{classify, evaluate, Attempt, Interval, Rule};
+use healthcheck_core::outlier::{classify, evaluate, time_text, Attempt, Interval, Rule};
 use ngx::ffi::{ngx_log_t, NGX_LOG_NOTICE, NGX_LOG_WARN};
 
 use crate::ffi::{self, unix_ms};
@@ -22,15 +22,6 @@ pub type WithTarget<'a> = &'a dyn Fn(u32, &mut dyn FnMut(&Target));
 pub struct Judge<'a> {
     pub zone: &'a Zone,
     pub with_target: WithTarget<'a>,
-}
-
-/// A time for the log lines: `3s`, `1500ms`.
-fn human(ms: u64) -> String {
-    if ms % 1000 == 0 {
-        format!("{}s", ms / 1000)
-    } else {
-        format!("{ms}ms")
-    }
 }
 
 impl Judge<'_> {
@@ -120,7 +111,7 @@ impl Judge<'_> {
                 format_args!(
                     "upstream {u} peer {p} is ejected by check_outlier for {}: {detail} \
                      (ejection {streak} in a row)",
-                    human(ms)
+                    time_text(ms)
                 ),
             );
             let up = zone
@@ -208,7 +199,7 @@ impl Judge<'_> {
                 returned = true;
                 let up = s.up.load(Relaxed) != 0;
                 if let Some((u, p)) = self.target_name(i) {
-                    let lasted = human(lasted);
+                    let lasted = time_text(lasted);
                     let rest = if up {
                         ""
                     } else {

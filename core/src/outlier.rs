@@ -88,7 +88,14 @@ fn per_mille(out: &mut String, v: u32, decimals: bool) {
     }
 }
 
-/// A time as the details print it: `500ms`, `2s`, `1.5s`.
+/// A time as the details and the log lines print it: `500ms`, `2s`,
+/// `1.5s`.
+pub fn time_text(ms: u64) -> String {
+    let mut s = String::new();
+    ms_text(&mut s, ms.min(u64::from(u32::MAX)) as u32, false);
+    s
+}
+
 fn ms_text(out: &mut String, ms: u32, spaced: bool) {
     let sep = if spaced { " " } else { "" };
     if ms % 1000 == 0 {

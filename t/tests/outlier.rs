@@ -67,11 +67,25 @@ fn ten_peers() -> (Vec<HttpBackend>, Vec<String>) {
     (backends, names)
 }
 
-fn http_conf(port: u16, names: &[String], max_ejected: &str) -> String {
-    let servers: String = names
+/// `server` lines for `names`, with `max_fails=0` (nginx's own failure
+/// accounting would keep a failing peer out before check_outlier judges it).
+fn servers(names: &[String]) -> String {
+    names
         .iter()
         .map(|n| format!("        server {n} max_fails=0;\n"))
-        .collect();
+        .collect()
+}
+
+/// Wait until every one of `names` in `ups` of `kind` is up.
+fn wait_all_up(port: u16, kind: Kind, ups: &str, names: &[String]) {
+    wait_for(LONG, format!("every peer of {ups} up"), || {
+        let s = status_json(port).ok()?;
+        names.iter().all(|n| s.is_up(kind, ups, n)).then_some(())
+    });
+}
+
+fn http_conf(port: u16, names: &[String], max_ejected: &str) -> String {
+    let servers = servers(names);
     format!(
         "http {{
     upstream app {{
@@ -182,13 +196,7 @@ fn each_bad_peer_is_ejected_by_its_rule_and_no_healthy_one_is() {
             .binary(bin)
             .workers(2)
             .start(&http_conf(port, &names, "30%"));
-        wait_for(LONG, "every peer up by its check", || {
-            let s = status_json(port).ok()?;
-            names
-                .iter()
-                .all(|n| s.is_up(Kind::Http, "app", n))
-                .then_some(())
-        });
+        wait_all_up(port, Kind::Http, "app", &names);
         let started = Instant::now();
         let load = Load::start(port, 8);
         // The consecutive rule trips within a few requests to the peer.
@@ -324,13 +332,7 @@ fn max_ejected_keeps_the_rest_in_service() {
     let ng = Builder::default()
         .workers(2)
         .start(&http_conf(port, &names, "20%"));
-    wait_for(LONG, "every peer up by its check", || {
-        let s = status_json(port).ok()?;
-        names
-            .iter()
-            .all(|n| s.is_up(Kind::Http, "app", n))
-            .then_some(())
-    });
+    wait_all_up(port, Kind::Http, "app", &names);
     let load = Load::start(port, 6);
     let mut most = 0;
     let kept = "is kept in service although check_outlier found";
@@ -390,10 +392,7 @@ fn a_stream_peer_resetting_half_its_connections_is_ejected() {
     });
     let mut names: Vec<String> = healthy.iter().map(Backend::addr).collect();
     names.push(flaky_name.clone());
-    let servers: String = names
-        .iter()
-        .map(|n| format!("        server {n} max_fails=0;\n"))
-        .collect();
+    let servers = servers(&names);
     let (port, sport) = (healthcheck_t::free_port(), healthcheck_t::free_port());
     let conf = format!(
         "stream {{
@@ -412,13 +411,7 @@ http {{
         healthy[0].port()
     );
     let ng = Builder::default().workers(2).start(&conf);
-    wait_for(LONG, "every stream peer up", || {
-        let s = status_json(port).ok()?;
-        names
-            .iter()
-            .all(|n| s.is_up(Kind::Stream, "s", n))
-            .then_some(())
-    });
+    wait_all_up(port, Kind::Stream, "s", &names);
     let stop = Arc::new(AtomicBool::new(false));
     let client = {
         let stop = Arc::clone(&stop);
@@ -462,10 +455,7 @@ fn without_a_check_a_peer_returns_when_its_ejection_ends() {
         .collect();
     let names: Vec<String> = backends.iter().map(HttpBackend::addr).collect();
     backends[0].set_reply(Reply::status(503));
-    let servers: String = names
-        .iter()
-        .map(|n| format!("        server {n} max_fails=0;\n"))
-        .collect();
+    let servers = servers(&names);
     let port = healthcheck_t::free_port();
     let conf = format!(
         "http {{
@@ -554,10 +544,7 @@ fn an_ejection_survives_a_reload_and_ends_with_the_directive() {
     backends[0].set_reply(Reply::status(503));
     let port = healthcheck_t::free_port();
     let conf = |outlier: &str| {
-        let servers: String = names
-            .iter()
-            .map(|n| format!("        server {n} max_fails=0;\n"))
-            .collect();
+        let servers = servers(&names);
         format!(
             "http {{
     upstream app {{
@@ -574,13 +561,7 @@ fn an_ejection_survives_a_reload_and_ends_with_the_directive() {
     };
     let with = conf("check_outlier consecutive_5xx=3 ejection=60s;");
     let mut ng = Builder::default().workers(2).start(&with);
-    wait_for(LONG, "every peer up", || {
-        let s = status_json(port).ok()?;
-        names
-            .iter()
-            .all(|n| s.is_up(Kind::Http, "app", n))
-            .then_some(())
-    });
+    wait_all_up(port, Kind::Http, "app", &names);
     let until = wait_for(LONG, "the 503 peer ejected", || {
         let _ = http_get(port, "/");
         let s = status_json(port).ok()?;

@@ -312,3 +312,11 @@ fn the_documented_success_rate_example() {
         "success rate 61% < 73% (mean 96%, stdev 11.7%)"
     );
 }
+
+#[test]
+fn times_read_as_the_log_lines_print_them() {
+    assert_eq!(time_text(3000), "3s");
+    assert_eq!(time_text(1500), "1.5s");
+    assert_eq!(time_text(500), "500ms");
+    assert_eq!(time_text(u64::MAX), time_text(u64::from(u32::MAX)));
+}

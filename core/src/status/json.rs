@@ -199,16 +199,16 @@ fn peer(r: &PeerRow, out: &mut Vec<u8>) {
     match &r.outlier {
         None => out.extend_from_slice(b"null"),
         Some(o) => {
-            out.extend_from_slice(b"{\"requests\": ");
-            push_u64(out, o.requests);
-            out.extend_from_slice(b", \"failures\": ");
-            push_u64(out, o.failures);
-            out.extend_from_slice(b", \"mean_response_ms\": ");
-            opt_u64(out, o.mean_ms);
-            out.extend_from_slice(b", \"requests_total\": ");
-            push_u64(out, o.requests_total);
-            out.extend_from_slice(b", \"failures_total\": ");
-            push_u64(out, o.failures_total);
+            for (key, v) in [
+                (&b"{\"requests\": "[..], Some(o.requests)),
+                (b", \"failures\": ", Some(o.failures)),
+                (b", \"mean_response_ms\": ", o.mean_ms),
+                (b", \"requests_total\": ", Some(o.requests_total)),
+                (b", \"failures_total\": ", Some(o.failures_total)),
+            ] {
+                out.extend_from_slice(key);
+                opt_u64(out, v);
+            }
             match o.rule {
                 Some(rule) => {
                     out.extend_from_slice(b", \"rule\": ");
