@@ -185,7 +185,14 @@ fn apply(
             };
             let changed = match req.action {
                 Action::Disable => slot.set_disabled(true),
-                Action::Enable => slot.set_disabled(false),
+                Action::Drain => slot.set_draining(true),
+                Action::Enable => {
+                    let enabled = slot.set_disabled(false) | slot.set_draining(false);
+                    if enabled && slot.serving() {
+                        slot.returned(unix_ms());
+                    }
+                    enabled
+                }
                 Action::Down => slot.set_health(false, unix_ms()),
                 Action::Up => slot.set_health(true, unix_ms()),
             };
@@ -193,6 +200,7 @@ fn apply(
                 zone.header().note_change();
                 let what = match req.action {
                     Action::Disable => "disabled",
+                    Action::Drain => "drained",
                     Action::Enable => "enabled",
                     Action::Down => "set down",
                     Action::Up => "set up",
@@ -201,6 +209,7 @@ fn apply(
                     let health = State::health(slot.up.load(Ordering::Relaxed) != 0);
                     let states = match req.action {
                         Action::Disable => (health, State::Disabled),
+                        Action::Drain => (health, State::Draining),
                         Action::Enable => (State::Disabled, health),
                         Action::Down => (State::Up, State::Down),
                         Action::Up => (State::Down, State::Up),

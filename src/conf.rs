@@ -137,6 +137,8 @@ pub struct UpsConf {
     /// The upstream's own `peer.init`, when the module wrapped it
     /// (`crate::selection`).
     pub wrapped: Option<Wrapped>,
+    /// `slow_start`: where a request's key comes from (`crate::ramp`).
+    pub ramp_key: crate::ramp::Key,
     /// The per-upstream state of the balancer the module installed: the
     /// `vnswrr` balancer's, which builds it in its `init_upstream` and
     /// alone knows its type (`crate::vnswrr`).
@@ -580,5 +582,12 @@ pub unsafe fn set_admin(
             c.admin = true;
             Ok(())
         })
+    }
+}
+
+impl UpsConf {
+    /// Whether the upstream's `check` has `slow_start`.
+    pub fn ramps(&self) -> bool {
+        self.check.get().is_some_and(|c| c.slow_start_ms > 0)
     }
 }

@@ -95,7 +95,7 @@ fn tally(w: &Worker, gate: &GateConf) -> Tally {
             let row = Row::copy(group, context, target, &mut names);
             let p = row.peer(&names);
             t.peers += 1;
-            t.selectable += u64::from(!p.disabled && (p.up || p.fail_open));
+            t.selectable += u64::from(!p.disabled && !p.draining && (p.up || p.fail_open));
         });
         if t.peers > 0 {
             return t;

@@ -26,6 +26,7 @@ mod modules;
 mod outlier;
 mod pool;
 mod process;
+mod ramp;
 mod regex;
 mod resolved;
 mod selection;

@@ -198,6 +198,9 @@ impl Judge<'_> {
                 }
                 returned = true;
                 let up = s.up.load(Relaxed) != 0;
+                if up {
+                    s.returned(crate::ffi::unix_ms());
+                }
                 if let Some((u, p)) = self.target_name(i) {
                     let lasted = time_text(lasted);
                     let rest = if up {

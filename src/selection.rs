@@ -52,8 +52,13 @@ pub unsafe fn wrap(proto: Group, ups: &[UpstreamRef]) {
         };
         let Some(check) = c.check.get() else { continue };
         let counted = check.passive_fall > 0 || c.outlier.is_set();
-        if !stock && !counted && u.resolve_lines == 0 || c.wrapped.is_some() {
+        let ramps = check.slow_start_ms > 0;
+        if !stock && !counted && !ramps && u.resolve_lines == 0 || c.wrapped.is_some() {
             continue;
+        }
+        if ramps {
+            // SAFETY: the block's srv conf of `proto`, its balancer set up.
+            c.ramp_key = unsafe { crate::ramp::of_upstream(proto, u.srv) };
         }
         // SAFETY: `srv` is the block's srv conf of `proto`'s upstream
         // module; nginx set `peer.init` in its init_main_conf.
@@ -111,6 +116,12 @@ unsafe extern "C" fn http_init_peer(
             return NGX_ERROR as ngx_int_t;
         };
         let watch = before(Group::Http, us as usize, conf);
+        if conf.ramps() {
+            // SAFETY: the request being balanced, of this upstream.
+            let key = unsafe { crate::ramp::http_key(conf.ramp_key, r) };
+            let stock = stock(Group::Http);
+            process::with(|w| w.context(Group::Http).ramp_before(us as usize, key, stock));
+        }
         // SAFETY: the balancer's own init, with nginx's arguments.
         let rc = unsafe { init(r, us) };
         if rc != NGX_OK as ngx_int_t || !watch {
@@ -145,6 +156,15 @@ unsafe extern "C" fn stream_init_peer(
             return NGX_ERROR as ngx_int_t;
         };
         let watch = before(Group::Stream, us as usize, conf);
+        if conf.ramps() {
+            // SAFETY: the session being balanced, of this upstream.
+            let key = unsafe { crate::ramp::stream_key(conf.ramp_key, s) };
+            let stock = stock(Group::Stream);
+            process::with(|w| {
+                w.context(Group::Stream)
+                    .ramp_before(us as usize, key, stock)
+            });
+        }
         // SAFETY: the balancer's own init, with nginx's arguments.
         let rc = unsafe { init(s, us) };
         if rc != NGX_OK as ngx_int_t || !watch {

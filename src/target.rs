@@ -287,7 +287,6 @@ impl UpstreamCheck {
     /// slot of the upstream carries the flag (selection reads its own); the
     /// first slot's flag decides who logs.
     pub fn update_fail_open(&self, zone: &Zone, log: *mut ngx_log_t) {
-        use core::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
         if self.fail_open == FailOpen::Off {
             return;
         }
@@ -306,35 +305,25 @@ impl UpstreamCheck {
                     up += u64::from(w);
                 }
             }
-            let want = u32::from(self.fail_open.applies(up, total));
-            let now = first.fail_open.load(Acquire);
-            if now == want {
+            let want = self.fail_open.applies(up, total);
+            if first.fail_open() == want {
                 // Members that joined since (resolved addresses) carry it too.
                 let mut moved = false;
                 for &(i, _) in &members[1..] {
-                    if let Some(s) = zone
-                        .slot(i as usize)
-                        .filter(|s| s.fail_open.load(Relaxed) != want)
-                    {
-                        s.fail_open.store(want, Relaxed);
-                        moved = true;
-                    }
+                    moved |= zone.slot(i as usize).is_some_and(|s| s.set_fail_open(want));
                 }
                 if moved {
                     zone.header().note_change();
                 }
                 return;
             }
-            if first
-                .fail_open
-                .compare_exchange(now, want, AcqRel, Acquire)
-                .is_err()
-            {
+            // Another worker may have made the same change meanwhile.
+            if !first.set_fail_open(want) {
                 continue;
             }
             for &(i, _) in &members[1..] {
                 if let Some(s) = zone.slot(i as usize) {
-                    s.fail_open.store(want, Relaxed);
+                    s.set_fail_open(want);
                 }
             }
             zone.header().note_change();
@@ -343,7 +332,7 @@ impl UpstreamCheck {
                 let detail = format!("weight {up} of {total} of its checked peers is up");
                 let mut ev = self.event(
                     None,
-                    if want == 1 {
+                    if want {
                         (State::Enforced, State::FailOpen)
                     } else {
                         (State::FailOpen, State::Enforced)
@@ -359,7 +348,7 @@ impl UpstreamCheck {
                 format_args!(
                     "upstream {name} {}: weight {up} of {total} of its checked peers is up \
                      (check_fail_open {})",
-                    if want == 1 {
+                    if want {
                         "fails open, nginx's own max_fails decides alone"
                     } else {
                         "no longer fails open, checks keep down peers out again"

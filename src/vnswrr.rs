@@ -486,7 +486,11 @@ macro_rules! balancer {
             }
 
             fn check_down(peer: *mut Peer) -> bool {
-                crate::process::peer_down($proto, 0, peer as usize)
+                crate::process::peer_vetoed($proto, 0, peer as usize)
+            }
+
+            fn ramp_held(peer: *mut Peer) -> bool {
+                crate::process::peer_held($proto, peer as usize)
             }
 
             /// nginx's single-peer path: no ring, no tried bitmap, no
@@ -498,6 +502,7 @@ macro_rules! balancer {
                 // SAFETY: per the contract.
                 unsafe {
                     let peer = (*peers).peer;
+                    // A ramp never holds back the only peer.
                     if peer.is_null() || (*peer).down != 0 || check_down(peer) {
                         return ptr::null_mut();
                     }
@@ -575,7 +580,7 @@ macro_rules! balancer {
                         {
                             return Verdict::SkipCached;
                         }
-                        if *tried.add(n) & m != 0 {
+                        if *tried.add(n) & m != 0 || ramp_held(peer) {
                             return Verdict::Skip;
                         }
                         if (*peer).max_conns != 0 && (*peer).conns >= (*peer).max_conns {

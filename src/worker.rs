@@ -25,6 +25,7 @@ use crate::shm::{Slot, Zone};
 use crate::target::{Target, UpstreamCheck};
 use crate::upstream::UpstreamRef;
 use healthcheck_core::outlier::Attempt;
+use healthcheck_core::ramp::{self, Progress};
 use healthcheck_core::status::Group;
 
 /// The checked peers of one context.
@@ -57,6 +58,21 @@ pub struct Context {
     /// Checked upstreams with `resolve` servers and their addresses
     /// (`crate::resolved`).
     pub resolved: Resolved,
+    /// Some upstream of the context has `slow_start`.
+    ramps: bool,
+    /// Per configured target: its `slow_start` length, ms, while its
+    /// upstream has another peer to take what the ramp holds back (else
+    /// 0: a ramp never leaves a request without a peer).
+    ramp_len: Vec<Cell<u32>>,
+    /// Per configured target: the weight of the other selectable peers of
+    /// its upstream (`vnswrr`'s turns, `Progress::admits_turn`).
+    ramp_others: Vec<Cell<u32>>,
+    /// `Header::changes` when `ramp_len` was last worked out.
+    ramp_seen: Cell<u64>,
+    /// The draw of the request being balanced (`healthcheck_core::ramp`),
+    /// and the worker's count of requests for the Weyl sequence.
+    draw: Cell<u32>,
+    requests: Cell<u32>,
 }
 
 /// The bit of `peer->down` stock mode sets: the value of the `down`
@@ -80,6 +96,10 @@ struct Selection {
     check: Rc<UpstreamCheck>,
     /// Its index in `Context::resolve`, with `resolve` servers.
     resolve: Option<u32>,
+    /// `slow_start`, ms (0 = none).
+    slow_start: u32,
+    /// Stock mode: indices in `peers` of those ramping now.
+    ramping: core::cell::RefCell<Vec<usize>>,
 }
 
 impl Context {
@@ -163,6 +183,8 @@ impl Context {
                         .zip(&u.peers)
                         .map(|(i, p)| (p.sockaddr as usize, i)),
                 ),
+                slow_start: u32::try_from(check.conf.slow_start_ms).unwrap_or(u32::MAX),
+                ramping: Default::default(),
                 check: Rc::clone(&check),
                 resolve: resolve_index,
             });
@@ -185,7 +207,14 @@ impl Context {
         let map = PtrMap::new(targets.iter().map(|t| (t.peer.peer as usize, t.index)));
         let lists = PtrMap::new(list_values);
         let resolved = Resolved::new(group, zone, resolve);
+        let ramps = sels.iter().any(|s| s.slow_start > 0);
         Self {
+            ramps,
+            ramp_len: (0..targets.len()).map(|_| Cell::new(0)).collect(),
+            ramp_others: (0..targets.len()).map(|_| Cell::new(0)).collect(),
+            ramp_seen: Cell::new(u64::MAX),
+            draw: Cell::new(0),
+            requests: Cell::new(0),
             zone,
             targets,
             map,
@@ -376,6 +405,38 @@ impl Context {
     /// pays almost nothing per server for the hook.
     #[inline]
     pub fn peer_down(&self, list: usize, addr: usize) -> bool {
+        self.peer_out(list, addr, true)
+    }
+
+    /// `slow_start` only: whether the ramp of the peer at `addr` keeps the
+    /// request being balanced off it (a verdict for this request alone,
+    /// where [`Context::peer_out`] without ramps holds until the state
+    /// changes).
+    pub fn peer_held(&self, addr: usize) -> bool {
+        if !self.ramps {
+            return false;
+        }
+        let (Some(zone), Some(i)) = (self.zone.as_ref(), self.map.get(addr)) else {
+            return false;
+        };
+        let i = i as usize;
+        let (Some(slot), Some(len)) = (zone.slot(i), self.ramp_len.get(i).map(Cell::get)) else {
+            return false;
+        };
+        if len == 0 {
+            return false;
+        }
+        let since = slot.up_since.load(Ordering::Relaxed);
+        let weight = self.targets.get(i).map_or(1, |t| t.peer.weight);
+        let others = self.ramp_others.get(i).map_or(0, Cell::get);
+        Progress::at(since, unix_ms(), u64::from(len))
+            .is_some_and(|p| !p.admits_turn(self.draw.get(), weight, others))
+    }
+
+    /// Whether selection must skip the peer at `addr` of `list`: its state,
+    /// and with `ramps` its `slow_start` ramp too.
+    #[inline]
+    pub fn peer_out(&self, list: usize, addr: usize, ramps: bool) -> bool {
         let mut value = 1;
         if list != 0 {
             let (last, v) = self.last_list.get();
@@ -399,7 +460,131 @@ impl Context {
             None if value >= 2 => return self.resolved.down(value as usize - 2, addr),
             None => return false,
         };
-        zone.slot(i as usize).is_some_and(Slot::vetoed)
+        let Some(slot) = zone.slot(i as usize) else {
+            return false;
+        };
+        slot.vetoed() || ramps && self.ramps && self.held_back(i as usize, slot)
+    }
+
+    /// `slow_start`: whether the ramp of the peer with slot `i` keeps the
+    /// request being balanced (its draw) off it.
+    #[inline]
+    fn held_back(&self, i: usize, slot: &Slot) -> bool {
+        let len = self.ramp_len.get(i).map_or(0, Cell::get);
+        if len == 0 {
+            return false;
+        }
+        let since = slot.up_since.load(Ordering::Relaxed);
+        Progress::at(since, unix_ms(), u64::from(len)).is_some_and(|p| !p.admits(self.draw.get()))
+    }
+
+    /// Before the upstream `srv` balances a request (of an upstream with
+    /// `slow_start`): the request's draw, from its hash key or the
+    /// worker's sequence, and, after a state change, which peers may be
+    /// held back. In stock mode the ramping peers' `down` bits are set
+    /// for this request.
+    pub fn ramp_before(&self, srv: usize, key: Option<&[u8]>, stock: bool) {
+        let (Some(zone), Some(i)) = (self.zone.as_ref(), self.sel_map.get(srv)) else {
+            return;
+        };
+        let Some(sel) = self.sels.get(i as usize) else {
+            return;
+        };
+        let draw = key.map_or_else(
+            || {
+                let n = self.requests.get().wrapping_add(1);
+                self.requests.set(n);
+                ramp::sequence(n)
+            },
+            ramp::key_draw,
+        );
+        self.draw.set(draw);
+        let changes = zone.header().changes();
+        if self.ramp_seen.get() != changes {
+            self.ramp_seen.set(changes);
+            self.work_out_ramps(zone);
+        }
+        if stock {
+            self.ramp_flags(zone, sel);
+        }
+    }
+
+    /// Which peers a ramp may hold back: those of upstreams with
+    /// `slow_start` where another peer is selectable; in stock mode, which
+    /// peers ramp.
+    fn work_out_ramps(&self, zone: &Zone) {
+        let now = unix_ms();
+        for sel in self.sels.iter().filter(|s| s.slow_start > 0) {
+            let open: Vec<u32> = sel
+                .peers
+                .iter()
+                .filter(|p| zone.slot(p.0 as usize).is_some_and(|s| !s.vetoed()))
+                .map(|p| p.0)
+                .collect();
+            let weight = |i: u32| self.targets.get(i as usize).map_or(1, |t| t.peer.weight);
+            let open_weight: u32 = open.iter().map(|&i| weight(i)).sum();
+            let len = if open.len() >= 2 { sel.slow_start } else { 0 };
+            let mut ramping = sel.ramping.borrow_mut();
+            ramping.clear();
+            for (k, p) in sel.peers.iter().enumerate() {
+                if let Some(c) = self.ramp_len.get(p.0 as usize) {
+                    c.set(len);
+                }
+                if let Some(c) = self.ramp_others.get(p.0 as usize) {
+                    let own = if open.contains(&p.0) { weight(p.0) } else { 0 };
+                    c.set(open_weight - own);
+                }
+                let since = zone
+                    .slot(p.0 as usize)
+                    .map_or(0, |s| s.up_since.load(Ordering::Relaxed));
+                if len > 0 && Progress::at(since, now, u64::from(len)).is_some() {
+                    ramping.push(k);
+                }
+            }
+        }
+    }
+
+    /// Stock mode: the `down` bit of each ramping peer of `sel` says
+    /// whether this request's draw is held back; a ramp that is over
+    /// leaves the list with its bit as the checks say.
+    fn ramp_flags(&self, zone: &Zone, sel: &Selection) {
+        let Ok(mut ramping) = sel.ramping.try_borrow_mut() else {
+            return;
+        };
+        if ramping.is_empty() {
+            return;
+        }
+        let (now, draw) = (unix_ms(), self.draw.get());
+        ramping.retain(|&k| {
+            let Some(&(slot, down, list)) = sel.peers.get(k) else {
+                return false;
+            };
+            let Some(s) = zone.slot(slot as usize) else {
+                return false;
+            };
+            let since = s.up_since.load(Ordering::Relaxed);
+            let ramp = Progress::at(since, now, u64::from(sel.slow_start));
+            let held = s.vetoed() || ramp.is_some_and(|p| !p.admits(draw));
+            let lock = sel
+                .locks
+                .get(list as usize)
+                .copied()
+                .unwrap_or(core::ptr::null_mut());
+            if !lock.is_null() {
+                // SAFETY: the rwlock of a list in the upstream's zone.
+                unsafe { ngx_rwlock_wlock(lock) };
+            }
+            // SAFETY: as in `apply`: the peer's `down` field, the module's
+            // bit of it, under the list's write lock when it is shared.
+            unsafe {
+                *down = (*down & !DOWN_BIT) | (ngx_uint_t::from(held) * DOWN_BIT);
+            }
+            if !lock.is_null() {
+                // SAFETY: locked above.
+                unsafe { ngx_rwlock_unlock(lock) };
+            }
+            ramp.is_some()
+        });
     }
 }
 

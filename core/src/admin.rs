@@ -18,6 +18,9 @@ use crate::status::Group;
 pub enum Action {
     /// Keep the peer out of every balancer until `Enable`; checks go on.
     Disable,
+    /// No new sessions until `Enable` (nginx 1.30: `sticky` ones still
+    /// reach it); checks go on.
+    Drain,
     Enable,
     /// Set the health state now; later rounds may flip it.
     Down,
@@ -25,11 +28,18 @@ pub enum Action {
 }
 
 impl Action {
-    pub const ALL: [Action; 4] = [Action::Disable, Action::Enable, Action::Down, Action::Up];
+    pub const ALL: [Action; 5] = [
+        Action::Disable,
+        Action::Drain,
+        Action::Enable,
+        Action::Down,
+        Action::Up,
+    ];
 
     pub const fn as_str(self) -> &'static str {
         match self {
             Action::Disable => "disable",
+            Action::Drain => "drain",
             Action::Enable => "enable",
             Action::Down => "down",
             Action::Up => "up",
@@ -114,7 +124,7 @@ pub fn parse_admin_query(q: &[u8]) -> Result<AdminRequest, String> {
         .find(|a| a.as_str().as_bytes() == action.as_slice())
         .ok_or_else(|| {
             format!(
-                "unknown action \"{}\": use disable, enable, down or up",
+                "unknown action \"{}\": use disable, drain, enable, down or up",
                 shown(&action)
             )
         })?;
@@ -177,12 +187,12 @@ mod tests {
         );
         assert_eq!(err("upstream=u&peer=p"), "missing \"action\" argument");
         assert_eq!(
-            err("upstream=u&peer=p&action=drain"),
-            "unknown action \"drain\": use disable, enable, down or up"
+            err("upstream=u&peer=p&action=drained"),
+            "unknown action \"drained\": use disable, drain, enable, down or up"
         );
         assert_eq!(
             err("upstream=u&peer=p&action=UP"),
-            "unknown action \"UP\": use disable, enable, down or up"
+            "unknown action \"UP\": use disable, drain, enable, down or up"
         );
         assert_eq!(
             err("upstream=u&peer=p&action=up&group=tcp"),
@@ -203,7 +213,7 @@ mod tests {
         );
         assert_eq!(
             err("upstream=u&peer=p&action=%00%22"),
-            "unknown action \"\\x00\\\"\": use disable, enable, down or up"
+            "unknown action \"\\x00\\\"\": use disable, drain, enable, down or up"
         );
     }
 

@@ -492,6 +492,10 @@ pub struct CheckConf {
     /// `mandatory`: a peer whose state is unknown is `checking` (no
     /// traffic) until its first round decides.
     pub mandatory: bool,
+    /// `slow_start`: after a peer returns to service its share of new
+    /// traffic ramps from about zero to its full share over this time, ms
+    /// (0 = off; docs/transitions.md).
+    pub slow_start_ms: u64,
 }
 
 impl CheckConf {

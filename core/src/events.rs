@@ -54,6 +54,8 @@ pub enum State {
     FailOpen,
     /// `mandatory`: a new peer before its first round.
     Checking,
+    /// Drained by an operator (admin `drain`).
+    Draining,
 }
 
 impl State {
@@ -66,6 +68,7 @@ impl State {
             State::Enforced => "enforced",
             State::FailOpen => "fail-open",
             State::Checking => "checking",
+            State::Draining => "draining",
         }
     }
 

@@ -16,6 +16,7 @@ pub mod outlier;
 pub mod protocols;
 pub mod ptrmap;
 pub mod query;
+pub mod ramp;
 pub mod reason;
 pub mod room;
 pub mod schedule;

@@ -368,6 +368,21 @@ pub struct PeerRow<'a> {
     /// Its upstream's `check_outlier` counters; `None` without
     /// `check_outlier`.
     pub outlier: Option<crate::outlier::View>,
+    /// Drained by an operator (admin `drain`): no new sessions; status
+    /// word `draining` while its check says up.
+    pub draining: bool,
+    /// `slow_start`: the ramp's milliseconds left, `None` when the peer is
+    /// not ramping.
+    pub slow_start_ms: Option<u32>,
+    /// The weight the peer has now, in hundredths: its weight, or the
+    /// part of it a ramp has reached.
+    pub effective_weight_x100: u64,
+    /// Open proxied connections as the workers last counted them, while
+    /// the peer is draining (`None` otherwise).
+    pub connections: Option<u32>,
+    /// Proxied connections ended because the peer went down
+    /// (`check_shutdown_sessions`).
+    pub sessions_shut: u32,
 }
 
 impl PeerRow<'_> {
@@ -377,6 +392,8 @@ impl PeerRow<'_> {
             b"unchecked"
         } else if self.checking && !self.up {
             b"checking"
+        } else if self.draining && self.up {
+            b"draining"
         } else if self.up {
             b"up"
         } else {
@@ -406,7 +423,10 @@ pub struct UpstreamSummary<'a> {
     /// Peers `checking` (`mandatory`: new, before their first round;
     /// counted in `down`).
     pub checking: u64,
-    /// Peers selection may pick: not disabled, and up or failing open.
+    /// Peers an operator drains (admin `drain`; not selectable).
+    pub draining: u64,
+    /// Peers selection may pick: not disabled or draining, and up or
+    /// failing open.
     pub selectable: u64,
     /// The upstream fails open (a down peer may be selected).
     pub fail_open: bool,
@@ -433,6 +453,7 @@ pub fn summarize<'a>(rows: &[PeerRow<'a>]) -> Vec<UpstreamSummary<'a>> {
                     disabled: 0,
                     ejected: 0,
                     checking: 0,
+                    draining: 0,
                     selectable: 0,
                     fail_open: false,
                 });
@@ -449,7 +470,8 @@ pub fn summarize<'a>(rows: &[PeerRow<'a>]) -> Vec<UpstreamSummary<'a>> {
         u.disabled += u64::from(r.disabled);
         u.ejected += u64::from(r.ejected);
         u.checking += u64::from(r.checking && !r.up);
-        u.selectable += u64::from(!r.disabled && (r.up || r.fail_open));
+        u.draining += u64::from(r.draining);
+        u.selectable += u64::from(!r.disabled && !r.draining && (r.up || r.fail_open));
         u.fail_open |= r.fail_open;
     }
     out

@@ -20,7 +20,7 @@ use crate::status::{duration_bucket, DURATION_SLOTS};
 /// "ngx_hck1": written first into a zone this module initialised.
 pub const MAGIC: u64 = 0x6e67_785f_6863_6b31;
 /// Bumped whenever the layout of [`Header`] or [`Slot`] changes.
-pub const LAYOUT_VERSION: u32 = 6;
+pub const LAYOUT_VERSION: u32 = 7;
 
 /// Zone header.
 #[repr(C)]
@@ -78,6 +78,11 @@ pub mod admin {
     /// `check ... mandatory`: its state is unknown; it takes no traffic
     /// and its first round decides (not saved in the state file).
     pub const CHECKING: u32 = 4;
+    /// Its upstream is failing open (`check_fail_open`): not an operator's
+    /// bit, but kept in this word so that selection reads one word.
+    pub const FAIL_OPEN: u32 = 8;
+    /// Drained by an operator: no new sessions until enabled.
+    pub const DRAINING: u32 = 16;
 }
 
 /// How a peer seen for the first time starts.
@@ -141,7 +146,6 @@ pub struct Slot {
     /// `Reason::stored` of the last failure, 0 = none.
     pub last_reason: AtomicU32,
     pub delay_sum: AtomicU64,
-    pub delay_count: AtomicU64,
     /// Unix ms of the last up/down flip, 0 = never.
     pub last_change: AtomicU64,
     /// Unix ms since the peer is down, 0 = up.
@@ -158,8 +162,17 @@ pub struct Slot {
     pub admin: AtomicU32,
     /// Consecutive proxied attempts nginx reported as failed (`passive_fall`).
     pub passive: AtomicU32,
-    /// 1 while the peer's upstream is failing open (`check_fail_open`).
-    pub fail_open: AtomicU32,
+    /// The low 32 bits of the unix ms at which the peer last returned to
+    /// service (down -> up by its checks, an operator's `up` or `enable`,
+    /// the end of an ejection), 0 = not since it was configured: the start
+    /// of its `slow_start` ramp ([`crate::ramp`]).
+    pub up_since: AtomicU32,
+    /// Proxied connections ended because the peer went down
+    /// (`check_shutdown_sessions`).
+    pub sessions_shut: AtomicU32,
+    /// Open proxied connections to the peer, as the workers last counted
+    /// them (kept while it is draining).
+    pub conns: AtomicU32,
     /// TLS checks: rounds whose handshake resumed a session.
     pub tls_resumed: AtomicU32,
     pub failures: [AtomicU32; REASONS],
@@ -233,6 +246,7 @@ pub struct Snapshot {
     pub max_delay: u32,
     pub last_reason: u32,
     pub delay_sum: u64,
+    /// Rounds that passed (each round passes or fails).
     pub delay_count: u64,
     pub last_change: u64,
     pub down_since: u64,
@@ -246,6 +260,9 @@ pub struct Snapshot {
     pub admin: u32,
     /// 1 while the peer's upstream fails open.
     pub fail_open: u32,
+    pub up_since: u32,
+    pub sessions_shut: u32,
+    pub conns: u32,
     pub failures: [u64; REASONS],
     pub buckets: [u64; DURATION_SLOTS],
 }
@@ -288,14 +305,14 @@ macro_rules! state_fields {
             max_delay,
             last_reason,
             delay_sum,
-            delay_count,
             last_change,
             down_since,
             duration_sum,
             last_duration,
             codes,
             admin,
-            fail_open,
+            up_since,
+            sessions_shut,
             tls_resumed
         )
     };
@@ -376,9 +393,9 @@ impl Slot {
     pub fn vetoed(&self) -> bool {
         let r = Ordering::Relaxed;
         let admin = self.admin.load(r);
-        admin & admin::DISABLED != 0
+        admin & (admin::DISABLED | admin::DRAINING) != 0
             || ((self.up.load(r) == 0 || admin & admin::EJECTED != 0)
-                && self.fail_open.load(r) == 0)
+                && admin & admin::FAIL_OPEN == 0)
     }
 
     /// Whether `check_outlier` ejected the peer.
@@ -387,20 +404,55 @@ impl Slot {
         self.admin.load(Ordering::Relaxed) & admin::EJECTED != 0
     }
 
-    /// Up by its check and not ejected: what fail-open counts.
+    /// Up by its check, not ejected and not draining: what fail-open
+    /// counts.
     #[inline]
     pub fn serving(&self) -> bool {
-        self.up.load(Ordering::Relaxed) != 0 && !self.ejected()
+        let admin = self.admin.load(Ordering::Relaxed);
+        self.up.load(Ordering::Relaxed) != 0 && admin & (admin::EJECTED | admin::DRAINING) == 0
     }
 
     /// Set or clear `admin::EJECTED`; returns whether it changed.
     pub fn set_ejected(&self, ejected: bool) -> bool {
-        let before = if ejected {
-            self.admin.fetch_or(admin::EJECTED, Ordering::AcqRel)
+        self.set_bit(admin::EJECTED, ejected)
+    }
+
+    /// Set or clear one `admin::*` bit; returns whether it changed.
+    fn set_bit(&self, bit: u32, on: bool) -> bool {
+        let before = if on {
+            self.admin.fetch_or(bit, Ordering::AcqRel)
         } else {
-            self.admin.fetch_and(!admin::EJECTED, Ordering::AcqRel)
+            self.admin.fetch_and(!bit, Ordering::AcqRel)
         };
-        (before & admin::EJECTED != 0) != ejected
+        (before & bit != 0) != on
+    }
+
+    /// Whether its upstream is failing open (`check_fail_open`).
+    #[inline]
+    pub fn fail_open(&self) -> bool {
+        self.admin.load(Ordering::Acquire) & admin::FAIL_OPEN != 0
+    }
+
+    /// Set or clear `admin::FAIL_OPEN`; returns whether it changed.
+    pub fn set_fail_open(&self, on: bool) -> bool {
+        self.set_bit(admin::FAIL_OPEN, on)
+    }
+
+    /// Whether an operator drained the peer.
+    #[inline]
+    pub fn draining(&self) -> bool {
+        self.admin.load(Ordering::Relaxed) & admin::DRAINING != 0
+    }
+
+    /// Set or clear `admin::DRAINING`; returns whether it changed.
+    pub fn set_draining(&self, on: bool) -> bool {
+        self.set_bit(admin::DRAINING, on)
+    }
+
+    /// The peer returned to service now: its `slow_start` ramp starts.
+    pub fn returned(&self, now_unix_ms: u64) {
+        self.up_since
+            .store(crate::ramp::stamp(now_unix_ms), Ordering::Release);
     }
 
     /// The peer's health as stored.
@@ -456,7 +508,6 @@ impl Slot {
                     self.max_delay.store(d, r);
                 }
                 self.delay_sum.fetch_add(u64::from(d), r);
-                self.delay_count.fetch_add(1, r);
             }
             RoundResult::Down(reason) => {
                 self.fails_total.fetch_add(1, r);
@@ -477,6 +528,11 @@ impl Slot {
         self.rise.store(h.rise, r);
         self.fall.store(h.fall, r);
         if transition.is_some() {
+            // Back in service after it was down (not its first verdict, nor
+            // the way up from `default_down` at start): a ramp starts.
+            if h.up && !checking && self.last_change.load(r) != 0 {
+                self.returned(now_unix_ms);
+            }
             // A peer that comes back starts its passive count afresh.
             self.passive.store(0, r);
             self.up.store(u32::from(h.up), Ordering::Release);
@@ -560,6 +616,9 @@ impl Slot {
         self.rise.store(0, r);
         self.fall.store(0, r);
         if changed {
+            if up {
+                self.returned(now_unix_ms);
+            }
             self.up.store(u32::from(up), Ordering::Release);
             self.last_change.store(now_unix_ms, r);
             self.down_since.store(if up { 0 } else { now_unix_ms }, r);
@@ -584,12 +643,7 @@ impl Slot {
 
     /// Set or clear `admin::DISABLED`; returns whether it changed.
     pub fn set_disabled(&self, disabled: bool) -> bool {
-        let before = if disabled {
-            self.admin.fetch_or(admin::DISABLED, Ordering::AcqRel)
-        } else {
-            self.admin.fetch_and(!admin::DISABLED, Ordering::AcqRel)
-        };
-        (before & admin::DISABLED != 0) != disabled
+        self.set_bit(admin::DISABLED, disabled)
     }
 
     /// Whether an operator disabled the peer.
@@ -616,7 +670,7 @@ impl Slot {
                 max_delay: self.max_delay.load(r),
                 last_reason: self.last_reason.load(r),
                 delay_sum: self.delay_sum.load(r),
-                delay_count: self.delay_count.load(r),
+                delay_count: 0,
                 last_change: self.last_change.load(r),
                 down_since: self.down_since.load(r),
                 duration_sum: self.duration_sum.load(r),
@@ -625,7 +679,10 @@ impl Slot {
                 tls_resumed: u64::from(self.tls_resumed.load(r)),
                 grpc_status: self.codes.load(r) >> 16,
                 admin: self.admin.load(r),
-                fail_open: self.fail_open.load(r),
+                fail_open: u32::from(self.admin.load(r) & admin::FAIL_OPEN != 0),
+                up_since: self.up_since.load(r),
+                sessions_shut: self.sessions_shut.load(r),
+                conns: self.conns.load(r),
                 failures: core::array::from_fn(|i| u64::from(self.failures[i].load(r))),
                 buckets: core::array::from_fn(|i| u64::from(self.duration_buckets[i].load(r))),
             };
@@ -634,6 +691,7 @@ impl Slot {
                 break;
             }
         }
+        snap.delay_count = snap.checks.saturating_sub(snap.fails_total);
         snap
     }
 

@@ -924,6 +924,7 @@ impl CheckGen {
             shared: true,
             active: true,
             mandatory: false,
+            slow_start_ms: 0,
         })
     }
 }
@@ -1724,6 +1725,11 @@ fn borrow(owned: &[OwnedRow]) -> Vec<PeerRow<'_>> {
                 ejected: false,
                 checking: false,
                 outlier: None,
+                draining: false,
+                slow_start_ms: None,
+                effective_weight_x100: u64::from(o.fall) * 100,
+                connections: None,
+                sessions_shut: 0,
                 last_change_ms: o.last_change_ms,
                 last_duration_ms: o.sum,
                 down_since_ms: o.down_since_ms,
@@ -1867,7 +1873,7 @@ fn check_json(
         prop_assert_eq!(o.get("shared_with"), Some(&serde_json::json!([])));
         prop_assert_eq!(o.get("ejections"), Some(&serde_json::json!(0)));
         prop_assert_eq!(o.get("outlier"), Some(&serde_json::Value::Null));
-        prop_assert_eq!(o.as_object().map(|m| m.len()), Some(29));
+        prop_assert_eq!(o.as_object().map(|m| m.len()), Some(33));
     }
     // Key order (serde_json's map does not keep it): each peer is one line,
     // and a key with its `": ` cannot occur inside an escaped string.
@@ -1948,6 +1954,11 @@ fn check_csv(body: &[u8], filter: Option<Filter>, rows: &[PeerRow]) -> Result<()
             String::new(),
             String::new(),
             String::new(),
+            // Not ramping, not draining.
+            String::new(),
+            format!("{}.{:02}", r.weight, 0),
+            String::new(),
+            "0".to_string(),
         ];
         prop_assert_eq!(
             rec.iter().collect::<Vec<_>>(),
@@ -1995,7 +2006,7 @@ fn check_html(body: &[u8], query: &Query, rows: &[PeerRow]) -> Result<(), TestCa
     prop_assert_eq!(got.len(), shown.len());
     for ((down, cells), r) in got.iter().zip(&shown) {
         prop_assert_eq!(*down, !r.up);
-        prop_assert_eq!(cells.len(), 28, "{:?}", cells);
+        prop_assert_eq!(cells.len(), 32, "{:?}", cells);
         prop_assert_eq!(
             html_unescape(&cells[19]).map_err(TestCaseError::fail)?,
             html_expected(r.server)
@@ -2261,6 +2272,10 @@ fn check_prom(
                     .filter(|_| full && shown.iter().any(|r| speaks_http(r.check_type))),
                 s("nginx_upstream_server_check_tls_resumed_total")
                     .filter(|_| shown.iter().any(|r| r.tls_resumed.is_some())),
+                s("nginx_upstream_server_effective_weight").filter(|_| full),
+                s("nginx_upstream_server_slow_start_remaining_seconds").filter(|_| full),
+                s("nginx_upstream_server_draining").filter(|_| full),
+                s("nginx_upstream_server_sessions_shut_total").filter(|_| full),
                 s("nginx_upstream_server_check_duration_seconds").filter(|_| full),
             ]
             .into_iter()

@@ -5,7 +5,8 @@ use healthcheck_core::reason::{Reason, REASONS};
 use healthcheck_core::status::{Group, PeerRow, SharedRow};
 use healthcheck_core::zone::{admin, Slot, Snapshot};
 
-use crate::ffi::str_bytes;
+use crate::ffi::{str_bytes, unix_ms};
+use healthcheck_core::ramp::Progress;
 
 fn delay(v: u32) -> i64 {
     if v == u32::MAX {
@@ -40,6 +41,8 @@ pub(crate) struct Row {
     nreasons: u8,
     /// The other rows that share its probe (`crate::sharing`).
     pub(crate) shared: Vec<SharedRow>,
+    /// Its `slow_start` ramp, while it ramps.
+    ramp: Option<Progress>,
 }
 
 impl Row {
@@ -101,6 +104,8 @@ impl Row {
                 t.check.conf.port
             },
             period_ms: t.check.conf.period_ms(snap.up),
+            ramp: Progress::at(snap.up_since, unix_ms(), t.check.conf.slow_start_ms)
+                .filter(|_| snap.up && snap.admin & (admin::DISABLED | admin::EJECTED) == 0),
             snap,
             outlier,
             unchecked: false,
@@ -148,6 +153,7 @@ impl Row {
             period_ms: r.check.conf.period_ms(true),
             snap,
             outlier: None,
+            ramp: None,
             unchecked: true,
             reasons: [("", 0); REASONS],
             shared: Vec::new(),
@@ -213,6 +219,13 @@ impl Row {
             ejected,
             checking: s.admin & admin::CHECKING != 0,
             outlier: self.outlier,
+            draining: s.admin & admin::DRAINING != 0,
+            slow_start_ms: self.ramp.map(Progress::left_ms),
+            effective_weight_x100: self.ramp.map_or(u64::from(self.weight) * 100, |p| {
+                (p.weight(self.weight) * 100.0) as u64
+            }),
+            connections: (s.admin & admin::DRAINING != 0).then_some(s.conns),
+            sessions_shut: s.sessions_shut,
         }
     }
 }

@@ -123,8 +123,8 @@ fn admin_answers_and_errors() {
             "missing \"action\" argument",
         ),
         (
-            format!("upstream=web&peer={a}&action=drain"),
-            "unknown action \"drain\": use disable, enable, down or up",
+            format!("upstream=web&peer={a}&action=pause"),
+            "unknown action \"pause\": use disable, drain, enable, down or up",
         ),
         (
             format!("upstream=web&peer={a}&action=up&group=tcp"),

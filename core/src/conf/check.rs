@@ -34,7 +34,7 @@ const DEFAULT_KEEPALIVE_INTVL_S: u32 = 1;
 const DEFAULT_KEEPALIVE_CNT: u32 = 3;
 
 /// Every parameter name `check` knows.
-const PARAMETERS: [&str; 14] = [
+const PARAMETERS: [&str; 15] = [
     "interval",
     "fall",
     "rise",
@@ -49,7 +49,12 @@ const PARAMETERS: [&str; 14] = [
     "match",
     "passive_fall",
     "shared",
+    "slow_start",
 ];
+
+/// The longest `slow_start`: a ramp is timed in wrapping 32-bit
+/// milliseconds in the zone (`zone::Slot::up_since`).
+pub const SLOW_START_MAX_MS: u64 = 86_400_000;
 
 /// How to write a time in nginx's seconds syntax, for error messages.
 const SECONDS_SYNTAX: &str = "a time in seconds (30, 30s, 5m; ms is not accepted)";
@@ -320,6 +325,7 @@ struct Params<'a> {
     passive_fall: Option<Given<'a, u32>>,
     shared: Option<Given<'a, bool>>,
     mandatory: Option<Given<'a, bool>>,
+    slow_start: Option<Given<'a, u64>>,
 }
 
 /// Stores a parsed parameter, refusing a second occurrence.
@@ -398,6 +404,9 @@ impl<'a> Params<'a> {
                 _ => Ok(value.to_vec()),
             }),
             b"mandatory" => Err(invalid(arg, "mandatory takes no value (write mandatory)")),
+            b"slow_start" => store(&mut self.slow_start, arg, "slow_start", || {
+                parse_millis(value, "slow_start", 0, SLOW_START_MAX_MS)
+            }),
             b"passive_fall" => store(&mut self.passive_fall, arg, "passive_fall", || {
                 parse_count(value, "passive_fall", 0, RISE_FALL_MAX)
             }),
@@ -563,6 +572,7 @@ impl<'a> Params<'a> {
             shared: self.shared.map_or(true, |g| g.value),
             active: true,
             mandatory: self.mandatory.is_some(),
+            slow_start_ms: self.slow_start.map_or(0, |g| g.value),
         })
     }
 }

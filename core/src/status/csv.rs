@@ -13,7 +13,11 @@
 //!   ejected, else empty), `outlier_requests`, `outlier_failures` and
 //!   `outlier_mean_ms` (the last interval's proxied attempts, failures and
 //!   mean response time, empty without requests); all five are empty for
-//!   a peer whose upstream has no `check_outlier`. New columns are only
+//!   a peer whose upstream has no `check_outlier`; then `slow_start_ms`
+//!   (the ramp's milliseconds left, empty when not ramping),
+//!   `effective_weight` (two decimals), `connections` (open proxied
+//!   connections while draining, else empty) and `sessions_shut`. `admin`
+//!   is `draining` while an operator drains the peer. New columns are only
 //!   ever appended, so a reader that goes by position keeps working.
 //! - Records end with `\n` (LF, as the C module prints; RFC 4180 readers
 //!   accept it). No trailing data after the last record.
@@ -27,7 +31,7 @@
 //! - Invalid UTF-8 becomes U+FFFD (as [`String::from_utf8_lossy`]): the body
 //!   is valid UTF-8, as the `charset=utf-8` Content-Type promises.
 
-use super::text::{lossy_runs, push_i64, push_u64, REPLACEMENT};
+use super::text::{lossy_runs, push_hundredths, push_i64, push_u64, REPLACEMENT};
 use super::{shown_down_since, shown_ejected_until, shown_last_change, PeerRow};
 
 /// The header line, without its line end.
@@ -35,7 +39,8 @@ pub const HEADER: &str = "index,upstream_type,upstream_name,host,rise,fall,check
 last_delay,avg_delay,min_delay,max_delay,status,\
 checks,fails_total,last_failure_reason,last_change,down_since,http_status,\
 server,backup,weight,admin,period_ms,grpc_status,\
-ejections,ejected_until,outlier_requests,outlier_failures,outlier_mean_ms";
+ejections,ejected_until,outlier_requests,outlier_failures,outlier_mean_ms,\
+slow_start_ms,effective_weight,connections,sessions_shut";
 
 /// The header line.
 pub(super) fn head(out: &mut Vec<u8>) {
@@ -96,7 +101,13 @@ pub(super) fn row(r: &PeerRow, out: &mut Vec<u8>) {
         text(out, r.server);
         out.extend_from_slice(if r.backup { b",true," } else { b",false," });
         push_u64(out, r.weight.into());
-        out.extend_from_slice(if r.disabled { b",disabled," } else { b",," });
+        out.extend_from_slice(if r.disabled {
+            b",disabled,"
+        } else if r.draining {
+            b",draining,"
+        } else {
+            b",,"
+        });
         push_u64(out, r.period_ms);
         out.push(b',');
         if let Some(code) = r.grpc_status {
@@ -122,6 +133,18 @@ pub(super) fn row(r: &PeerRow, out: &mut Vec<u8>) {
         } else {
             out.extend_from_slice(b",,");
         }
+        out.push(b',');
+        if let Some(ms) = r.slow_start_ms {
+            push_u64(out, ms.into());
+        }
+        out.push(b',');
+        push_hundredths(out, r.effective_weight_x100);
+        out.push(b',');
+        if let Some(n) = r.connections {
+            push_u64(out, n.into());
+        }
+        out.push(b',');
+        push_u64(out, r.sessions_shut.into());
         out.push(b'\n');
     }
 }

@@ -22,11 +22,18 @@
 //!   while not ejected), and the last interval's proxied requests, failed
 //!   requests and mean response time (`&ndash;` without requests); all
 //!   five are empty cells for a peer whose upstream has no `check_outlier`.
+//! - Then the transitions' columns: the `slow_start` ramp's time left
+//!   (`&ndash;` when not ramping), the effective weight (two decimals), the
+//!   open proxied connections while draining (`&ndash;` otherwise) and the
+//!   sessions `check_shutdown_sessions` ended. The admin column says
+//!   `draining` while an operator drains the peer.
 //! - Text is escaped: `&` `<` `>` `"` `'` as entities; invalid UTF-8, C0
 //!   controls other than TAB/LF/CR, DEL and C1 controls (U+0080..U+009F)
 //!   become U+FFFD. The page is valid UTF-8.
 
-use super::text::{lossy_runs, push_age, push_i64, push_u64, push_utc, REPLACEMENT};
+use super::text::{
+    lossy_runs, push_age, push_hundredths, push_i64, push_u64, push_utc, REPLACEMENT,
+};
 use super::{
     shown_down_since, shown_ejected_until, shown_last_change, Counts, Filter, Group, Meta, PeerRow,
     Query, UpstreamSummary,
@@ -82,6 +89,10 @@ pub(super) const COLUMNS: &[&str] = &[
     "requests",
     "request failures",
     "mean ms",
+    "slow start",
+    "effective weight",
+    "connections",
+    "sessions shut",
 ];
 
 /// Columns of the upstreams table.
@@ -415,10 +426,29 @@ pub(super) fn row(r: &PeerRow, now_ms: u64, out: &mut Vec<u8>) {
     });
     out.extend_from_slice(if r.disabled {
         b"</td><td class=\"bad\">disabled"
+    } else if r.draining {
+        b"</td><td class=\"bad\">draining"
     } else {
         b"</td><td>"
     });
     outlier(r, now_ms, out);
+    out.extend_from_slice(b"</td><td>");
+    match r.slow_start_ms {
+        Some(ms) => {
+            push_age(out, ms.into());
+            out.extend_from_slice(b" left");
+        }
+        None => out.extend_from_slice(b"&ndash;"),
+    }
+    out.extend_from_slice(b"</td><td class=\"n\">");
+    push_hundredths(out, r.effective_weight_x100);
+    out.extend_from_slice(b"</td><td class=\"n\">");
+    match r.connections {
+        Some(n) => push_u64(out, n.into()),
+        None => out.extend_from_slice(b"&ndash;"),
+    }
+    out.extend_from_slice(b"</td><td class=\"n\">");
+    push_u64(out, r.sessions_shut.into());
     out.extend_from_slice(b"</td></tr>\n");
 }
 

@@ -32,7 +32,12 @@
 //! `{"requests", "failures", "mean_response_ms", "requests_total",
 //! "failures_total", "rule", "detail"}`: the last interval's counts and
 //! mean (`null` without requests), the totals, and the last ejection's
-//! rule name and detail, `null` before the first ejection).
+//! rule name and detail, `null` before the first ejection); then the
+//! transitions': `slow_start_ms` (the ramp's milliseconds left, `null`
+//! when not ramping), `effective_weight` (the weight now, a ramp's part of
+//! it, two decimals), `connections` (open proxied connections while
+//! draining, else `null`) and `sessions_shut` (`check_shutdown_sessions`).
+//! `admin` is `"draining"` while an operator drains the peer.
 //!
 //! `upstreams` has one summary per upstream ([`super::UpstreamSummary`]),
 //! over all its peers whatever `?status=` prints; `ejected` comes last.
@@ -42,7 +47,7 @@
 //! are `\u00XX`; valid UTF-8 is copied as is; each maximal invalid UTF-8
 //! sequence becomes `\ufffd` (as [`String::from_utf8_lossy`] would).
 
-use super::text::{lossy_runs, push_i64, push_u64};
+use super::text::{lossy_runs, push_hundredths, push_i64, push_u64};
 use super::{
     shown_down_since, shown_ejected_until, shown_last_change, Counts, Group, Meta, PeerRow,
 };
@@ -108,6 +113,8 @@ pub(super) fn upstreams(list: &[super::UpstreamSummary], out: &mut Vec<u8>) {
         push_u64(out, u.ejected);
         out.extend_from_slice(b", \"checking\": ");
         push_u64(out, u.checking);
+        out.extend_from_slice(b", \"draining\": ");
+        push_u64(out, u.draining);
         out.push(b'}');
     }
     out.extend_from_slice(if list.is_empty() { b"]" } else { b"\n]" });
@@ -171,6 +178,8 @@ fn peer(r: &PeerRow, out: &mut Vec<u8>) {
     push_u64(out, r.weight.into());
     out.extend_from_slice(if r.disabled {
         b", \"admin\": \"disabled\""
+    } else if r.draining {
+        b", \"admin\": \"draining\""
     } else {
         b", \"admin\": null"
     });
@@ -221,6 +230,14 @@ fn peer(r: &PeerRow, out: &mut Vec<u8>) {
             out.push(b'}');
         }
     }
+    out.extend_from_slice(b", \"slow_start_ms\": ");
+    opt_u64(out, r.slow_start_ms.map(u64::from));
+    out.extend_from_slice(b", \"effective_weight\": ");
+    push_hundredths(out, r.effective_weight_x100);
+    out.extend_from_slice(b", \"connections\": ");
+    opt_u64(out, r.connections.map(u64::from));
+    out.extend_from_slice(b", \"sessions_shut\": ");
+    push_u64(out, r.sessions_shut.into());
     out.push(b'}');
 }
 

@@ -24,6 +24,10 @@
 //! | `nginx_upstream_server_ejected` | gauge (1 ejected, 0 not) | peer | full, `check_outlier` peers only |
 //! | `nginx_upstream_server_outlier_requests_total` | counter | peer | full, `check_outlier` peers only |
 //! | `nginx_upstream_server_outlier_failures_total` | counter | peer | full, `check_outlier` peers only |
+//! | `nginx_upstream_server_effective_weight` | gauge | peer | full |
+//! | `nginx_upstream_server_slow_start_remaining_seconds` | gauge (0 = not ramping) | peer | full |
+//! | `nginx_upstream_server_draining` | gauge (1 draining, 0 not) | peer | full |
+//! | `nginx_upstream_server_sessions_shut_total` | counter | peer | full |
 //! | `nginx_upstream_server_check_duration_seconds` | histogram | peer (+ `le`) | full |
 //!
 //! The default page carries the families marked "both"; the full page
@@ -73,7 +77,7 @@
 //! Label values: `\` -> `\\`, `"` -> `\"`, LF -> `\n`; invalid UTF-8 becomes
 //! U+FFFD (as [`String::from_utf8_lossy`]); everything else is copied.
 
-use super::text::{lossy_runs, push_ms_as_seconds, push_u64, REPLACEMENT};
+use super::text::{lossy_runs, push_hundredths, push_ms_as_seconds, push_u64, REPLACEMENT};
 use super::{shown_last_change, Counts, Meta, PeerRow, UpstreamSummary, DURATION_BUCKETS_MS};
 
 /// The page-wide families, then the per-upstream ones.
@@ -170,6 +174,10 @@ enum Family {
     Ejected,
     OutlierRequests,
     OutlierFailures,
+    EffectiveWeight,
+    SlowStart,
+    Draining,
+    SessionsShut,
     Histogram,
 }
 
@@ -185,9 +193,10 @@ const LEAN: [Family; 5] = [
 
 /// The full page's (`?histogram=on`): the lean families, `rise`, `fall`,
 /// the last change's time, the last HTTP status (http/https peers), the
-/// last gRPC status (gRPC peers), `check_outlier`'s (its peers) and the
-/// duration histogram.
-const FULL: [Family; 15] = [
+/// last gRPC status (gRPC peers), `check_outlier`'s (its peers), the
+/// transitions' (effective weight, slow start left, draining, sessions
+/// shut) and the duration histogram.
+const FULL: [Family; 19] = [
     Family::Rise,
     Family::Fall,
     Family::Active,
@@ -202,6 +211,10 @@ const FULL: [Family; 15] = [
     Family::Ejected,
     Family::OutlierRequests,
     Family::OutlierFailures,
+    Family::EffectiveWeight,
+    Family::SlowStart,
+    Family::Draining,
+    Family::SessionsShut,
     Family::Histogram,
 ];
 
@@ -337,6 +350,10 @@ fn per_peer(f: Family) -> &'static PerPeer {
         Family::Ejected => &PER_PEER[10],
         Family::OutlierRequests => &PER_PEER[11],
         Family::OutlierFailures => &PER_PEER[12],
+        Family::EffectiveWeight => &PER_PEER[13],
+        Family::SlowStart => &PER_PEER[14],
+        Family::Draining => &PER_PEER[15],
+        Family::SessionsShut => &PER_PEER[16],
         // LastDuration; Failures and Histogram have their own writers.
         _ => &PER_PEER[5],
     }
@@ -350,7 +367,7 @@ struct PerPeer {
     value: fn(&PeerRow, &mut Vec<u8>),
 }
 
-const PER_PEER: [PerPeer; 13] = [
+const PER_PEER: [PerPeer; 17] = [
     PerPeer {
         name: "nginx_upstream_server_rise",
         help: "Current consecutive successful checks.",
@@ -432,6 +449,30 @@ const PER_PEER: [PerPeer; 13] = [
 (5xx, errors, timeouts, invalid or slow answers).",
         kind: "counter",
         value: |r, out| push_u64(out, r.outlier.map_or(0, |o| o.failures_total)),
+    },
+    PerPeer {
+        name: "nginx_upstream_server_effective_weight",
+        help: "The peer's weight now: its weight, or the part a slow_start ramp reached.",
+        kind: "gauge",
+        value: |r, out| push_hundredths(out, r.effective_weight_x100),
+    },
+    PerPeer {
+        name: "nginx_upstream_server_slow_start_remaining_seconds",
+        help: "Seconds left of the peer's slow_start ramp, 0 when not ramping.",
+        kind: "gauge",
+        value: |r, out| push_ms_as_seconds(out, r.slow_start_ms.map_or(0, u64::from)),
+    },
+    PerPeer {
+        name: "nginx_upstream_server_draining",
+        help: "1 while an operator drains the peer, else 0.",
+        kind: "gauge",
+        value: |r, out| out.push(if r.draining { b'1' } else { b'0' }),
+    },
+    PerPeer {
+        name: "nginx_upstream_server_sessions_shut_total",
+        help: "Proxied connections ended because the peer went down (check_shutdown_sessions).",
+        kind: "counter",
+        value: |r, out| push_u64(out, r.sessions_shut.into()),
     },
 ];
 

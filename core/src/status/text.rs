@@ -139,6 +139,14 @@ pub(super) fn push_age(out: &mut Vec<u8>, ms: u64) {
     }
 }
 
+/// Append `v / 100` with two decimals (`2.50`, `0.07`).
+pub fn push_hundredths(out: &mut Vec<u8>, v: u64) {
+    push_u64(out, v / 100);
+    out.push(b'.');
+    out.push(b'0' + (v % 100 / 10) as u8);
+    out.push(b'0' + (v % 10) as u8);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

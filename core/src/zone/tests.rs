@@ -66,12 +66,12 @@ fn vetoed_is_disabled_or_down_without_fail_open() {
     assert!(!s.vetoed());
     s.up.store(0, Ordering::Relaxed);
     assert!(s.vetoed());
-    s.fail_open.store(1, Ordering::Relaxed);
+    s.set_fail_open(true);
     assert!(!s.vetoed(), "failing open lets a down peer be selected");
     s.admin.store(admin::DISABLED, Ordering::Relaxed);
     assert!(s.vetoed(), "a disabled peer stays out even failing open");
     s.up.store(1, Ordering::Relaxed);
-    s.fail_open.store(0, Ordering::Relaxed);
+    s.set_fail_open(false);
     assert!(s.vetoed(), "a disabled peer stays out while up");
 }
 

@@ -55,6 +55,14 @@ pub(super) fn expected_csv(r: &PeerRow) -> Vec<String> {
         opt(r.outlier.map(|o| o.requests)),
         opt(r.outlier.map(|o| o.failures)),
         opt(r.outlier.and_then(|o| o.mean_ms)),
+        opt(r.slow_start_ms.map(u64::from)),
+        format!(
+            "{}.{:02}",
+            r.effective_weight_x100 / 100,
+            r.effective_weight_x100 % 100
+        ),
+        opt(r.connections.map(u64::from)),
+        r.sessions_shut.to_string(),
     ]
 }
 
@@ -79,11 +87,12 @@ fn csv_sample() {
         "index,upstream_type,upstream_name,host,rise,fall,check_type,check_port,last_delay,avg_delay,min_delay,\
 max_delay,status,checks,fails_total,last_failure_reason,last_change,down_since,http_status,\
 server,backup,weight,admin,period_ms,grpc_status,\
-ejections,ejected_until,outlier_requests,outlier_failures,outlier_mean_ms\n\
-0,http,web,127.0.0.1:8081,2,0,tcp,0,1,1,1,2,up,9,4,,,,,127.0.0.1:8081,false,1,,5000,,,,,,\n\
+ejections,ejected_until,outlier_requests,outlier_failures,outlier_mean_ms,\
+slow_start_ms,effective_weight,connections,sessions_shut\n\
+0,http,web,127.0.0.1:8081,2,0,tcp,0,1,1,1,2,up,9,4,,,,,127.0.0.1:8081,false,1,,5000,,,,,,,,1.00,,0\n\
 1,http,web,127.0.0.1:8082,0,4,tcp,0,-1,-1,-1,-1,down,9,4,refused,1700000000123,1700000000123,,\
-127.0.0.1:8082,false,1,,5000,,,,,,\n\
-0,stream,web,127.0.0.1:8081,2,0,udp,5353,1,1,1,2,up,9,4,,,,,127.0.0.1:8081,false,1,,5000,,,,,,\n"
+127.0.0.1:8082,false,1,,5000,,,,,,,,1.00,,0\n\
+0,stream,web,127.0.0.1:8081,2,0,udp,5353,1,1,1,2,up,9,4,,,,,127.0.0.1:8081,false,1,,5000,,,,,,,,1.00,,0\n"
     );
     for filter in FILTERS {
         check_csv(&sample(), filter);
@@ -101,7 +110,8 @@ avg_delay,min_delay,max_delay,status,checks,fails_total,last_failure_reason,last
         csv::HEADER,
         format!(
             "{old},http_status,server,backup,weight,admin,period_ms,grpc_status,\
-ejections,ejected_until,outlier_requests,outlier_failures,outlier_mean_ms"
+ejections,ejected_until,outlier_requests,outlier_failures,outlier_mean_ms,\
+slow_start_ms,effective_weight,connections,sessions_shut"
         )
     );
     let mut rows = http_rows();
@@ -111,7 +121,7 @@ ejections,ejected_until,outlier_requests,outlier_failures,outlier_mean_ms"
     rows[1].disabled = true;
     let body = out(Format::Csv, None, &rows);
     let (header, recs) = csv_records(&body);
-    assert_eq!(header.len(), 30);
+    assert_eq!(header.len(), 34);
     assert_eq!(&header[18], "http_status");
     let status: Vec<&str> = recs.iter().map(|r| &r[18]).collect();
     assert_eq!(status, ["503", "", "", "200", ""]);
@@ -132,7 +142,11 @@ ejections,ejected_until,outlier_requests,outlier_failures,outlier_mean_ms"
             "",
             "",
             "",
-            ""
+            "",
+            "",
+            "1.00",
+            "",
+            "0"
         ]
     );
     let text = String::from_utf8(body).unwrap();
@@ -140,7 +154,7 @@ ejections,ejected_until,outlier_requests,outlier_failures,outlier_mean_ms"
         .lines()
         .nth(1)
         .unwrap()
-        .ends_with(",1700000000123,1700000000123,503,10.0.0.1:80,false,1,,5000,,,,,,"));
+        .ends_with(",1700000000123,1700000000123,503,10.0.0.1:80,false,1,,5000,,,,,,,,1.00,,0"));
     for filter in FILTERS {
         check_csv(&rows, filter);
     }

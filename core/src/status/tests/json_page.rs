@@ -17,23 +17,25 @@ fn json_exact() {
         "last_failure_reason": null, "http_status": null, "last_change": null, "down_since": null,
         "server": "127.0.0.1:8081", "backup": false, "weight": 1, "admin": null,
         "tls_resumed": null, "period_ms": 5000, "grpc_status": null, "shared_with": [],
-        "ejections": 0, "ejected_until": null, "outlier": null});
+        "ejections": 0, "ejected_until": null, "outlier": null, "slow_start_ms": null,
+        "effective_weight": 1.0, "connections": null, "sessions_shut": 0});
     let down1 = json!({"index": 1, "upstream": "web", "name": "127.0.0.1:8082", "status": "down",
         "rise": 0, "fall": 4, "type": "tcp", "port": 0, "last_delay_ms": -1, "avg_delay_ms": -1,
         "min_delay_ms": -1, "max_delay_ms": -1, "checks": 9, "fails_total": 4,
         "last_failure_reason": "refused", "http_status": null, "last_change": 1_700_000_000_123u64,
         "down_since": 1_700_000_000_123u64, "server": "127.0.0.1:8082", "backup": false,
         "weight": 1, "admin": null, "tls_resumed": null, "period_ms": 5000, "grpc_status": null, "shared_with": [],
-        "ejections": 0, "ejected_until": null, "outlier": null});
+        "ejections": 0, "ejected_until": null, "outlier": null, "slow_start_ms": null,
+        "effective_weight": 1.0, "connections": null, "sessions_shut": 0});
     let mut s0 = up0.clone();
     s0["type"] = json!("udp");
     s0["port"] = json!(5353);
     // The summaries count every peer of the upstream, whatever the filter.
     let upstreams = json!([
         {"group": "http", "name": "web", "peers": 2, "up": 1, "down": 1, "disabled": 0,
-         "selectable": 1, "fail_open": false, "ejected": 0, "checking": 0},
+         "selectable": 1, "fail_open": false, "ejected": 0, "checking": 0, "draining": 0},
         {"group": "stream", "name": "web", "peers": 1, "up": 1, "down": 0, "disabled": 0,
-         "selectable": 1, "fail_open": false, "ejected": 0, "checking": 0}]);
+         "selectable": 1, "fail_open": false, "ejected": 0, "checking": 0, "draining": 0}]);
     assert_eq!(
         v,
         json!({"servers": {"total": 3, "up": 2, "down": 1, "generation": 3, "dropped_events": 0, "check_connections": 0,

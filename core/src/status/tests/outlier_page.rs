@@ -76,34 +76,34 @@ fn line_of<'p>(page: &'p str, name: &str) -> &'p str {
 fn json_outlier_fields() {
     let rows = outlier_rows();
     let body = String::from_utf8(out(Format::Json, None, &rows)).unwrap();
-    assert!(line_of(&body, "10.0.0.1:80").ends_with(
+    assert!(line_of(&body, "10.0.0.1:80").contains(
         "\"shared_with\": [], \"ejections\": 0, \"ejected_until\": null, \"outlier\": \
 {\"requests\": 120, \"failures\": 3, \"mean_response_ms\": 42, \"requests_total\": 1000, \
-\"failures_total\": 17, \"rule\": null, \"detail\": null}},"
+\"failures_total\": 17, \"rule\": null, \"detail\": null}, \"slow_start_ms\": null"
     ));
-    assert!(line_of(&body, "10.0.0.2:80").ends_with(
+    assert!(line_of(&body, "10.0.0.2:80").contains(
         "\"shared_with\": [], \"ejections\": 2, \"ejected_until\": 1700000217123, \"outlier\": \
 {\"requests\": 0, \"failures\": 0, \"mean_response_ms\": null, \"requests_total\": 500, \
-\"failures_total\": 80, \"rule\": \"consecutive_5xx\", \"detail\": \"5xx 5 in a row\"}},"
+\"failures_total\": 80, \"rule\": \"consecutive_5xx\", \"detail\": \"5xx 5 in a row\"}, \"slow_start_ms\""
     ));
-    assert!(line_of(&body, "10.0.0.3:80").ends_with(
-        "\"shared_with\": [], \"ejections\": 0, \"ejected_until\": null, \"outlier\": null}"
+    assert!(line_of(&body, "10.0.0.3:80").contains(
+        "\"shared_with\": [], \"ejections\": 0, \"ejected_until\": null, \"outlier\": null, \"slow_start_ms\""
     ));
-    assert!(line_of(&body, "10.0.0.4:5432").ends_with(
+    assert!(line_of(&body, "10.0.0.4:5432").contains(
         "\"ejections\": 1, \"ejected_until\": null, \"outlier\": {\"requests\": 120, \
 \"failures\": 3, \"mean_response_ms\": 42, \"requests_total\": 1000, \"failures_total\": 17, \
-\"rule\": \"failure_percentage\", \"detail\": \"failure rate 34% over 10 s (120 requests)\"}}"
+\"rule\": \"failure_percentage\", \"detail\": \"failure rate 34% over 10 s (120 requests)\"}, \"slow_start_ms\""
     ));
     assert!(body.contains(
         "\n  {\"group\": \"http\", \"name\": \"web\", \"peers\": 2, \"up\": 1, \"down\": 1, \
-\"disabled\": 0, \"selectable\": 1, \"fail_open\": false, \"ejected\": 1, \"checking\": 0},\n  \
+\"disabled\": 0, \"selectable\": 1, \"fail_open\": false, \"ejected\": 1, \"checking\": 0, \"draining\": 0},\n  \
 {\"group\": \"http\", \"name\": \"api\", \"peers\": 1, \"up\": 1, \"down\": 0, \
-\"disabled\": 0, \"selectable\": 1, \"fail_open\": false, \"ejected\": 0, \"checking\": 0},\n"
+\"disabled\": 0, \"selectable\": 1, \"fail_open\": false, \"ejected\": 0, \"checking\": 0, \"draining\": 0},\n"
     ));
     // Only appended: the existing fields keep their order, the new ones
     // come after shared_with.
     let v = json_of(&rows, None);
-    assert_eq!(v["servers"]["http"][1].as_object().unwrap().len(), 29);
+    assert_eq!(v["servers"]["http"][1].as_object().unwrap().len(), 33);
     let line = line_of(&body, "10.0.0.2:80");
     let pos: Vec<usize> = [
         "grpc_status",
@@ -188,17 +188,17 @@ fn summaries_count_ejected_peers() {
 fn csv_outlier_columns() {
     let body = String::from_utf8(out(Format::Csv, None, &outlier_rows())).unwrap();
     let lines: Vec<&str> = body.lines().collect();
-    assert!(lines[0].ends_with(
+    assert!(lines[0].contains(
         ",period_ms,grpc_status,ejections,ejected_until,outlier_requests,outlier_failures,\
-outlier_mean_ms"
+outlier_mean_ms,"
     ));
-    assert!(lines[1].ends_with(",10.0.0.1:80,false,1,,5000,,0,,120,3,42"));
-    assert!(lines[2].ends_with(
+    assert!(lines[1].contains(",10.0.0.1:80,false,1,,5000,,0,,120,3,42"));
+    assert!(lines[2].contains(
         ",down,9,4,outlier,1700000000123,1700000000123,,10.0.0.2:80,false,1,,5000,,\
 2,1700000217123,0,0,"
     ));
-    assert!(lines[3].ends_with(",10.0.0.3:80,false,1,,5000,,,,,,"));
-    assert!(lines[4].ends_with(",10.0.0.4:5432,false,1,,5000,,1,,120,3,42"));
+    assert!(lines[3].contains(",10.0.0.3:80,false,1,,5000,,,,,,"));
+    assert!(lines[4].contains(",10.0.0.4:5432,false,1,,5000,,1,,120,3,42"));
     assert_eq!(lines.len(), 5);
     for filter in FILTERS {
         check_csv(&outlier_rows(), filter);
@@ -211,27 +211,27 @@ fn html_outlier_cells() {
     let page = html_of(&rows, None);
     assert!(page.contains(
         "<th>admin</th><th>ejections</th><th>ejected until</th><th>requests</th>\
-<th>request failures</th><th>mean ms</th></tr>"
+<th>request failures</th><th>mean ms</th><th>slow start</th>"
     ));
-    assert!(line_of(&page, "10.0.0.1:80").ends_with(
+    assert!(line_of(&page, "10.0.0.1:80").contains(
         "<td></td><td class=\"n\">0</td><td>&ndash;</td><td class=\"n\">120</td>\
-<td class=\"n\">3</td><td class=\"n\">42</td></tr>"
+<td class=\"n\">3</td><td class=\"n\">42</td><td>"
     ));
-    assert!(line_of(&page, "10.0.0.2:80").ends_with(
+    assert!(line_of(&page, "10.0.0.2:80").contains(
         "<td></td><td class=\"n\">2</td><td><span class=\"bad\" \
 title=\"2023-11-14 22:16:57 UTC\">in 25s</span></td><td class=\"n\">0</td>\
-<td class=\"n\">0</td><td class=\"n\">&ndash;</td></tr>"
+<td class=\"n\">0</td><td class=\"n\">&ndash;</td><td>"
     ));
     assert!(line_of(&page, "10.0.0.2:80").contains("<td>outlier</td>"));
     // Without check_outlier: empty cells.
-    assert!(line_of(&page, "10.0.0.3:80").ends_with(
+    assert!(line_of(&page, "10.0.0.3:80").contains(
         "<td></td><td class=\"n\"></td><td></td><td class=\"n\"></td><td class=\"n\"></td>\
-<td class=\"n\"></td></tr>"
+<td class=\"n\"></td><td>"
     ));
     // Back from its ejection: no end shown.
-    assert!(line_of(&page, "10.0.0.4:5432").ends_with(
+    assert!(line_of(&page, "10.0.0.4:5432").contains(
         "<td class=\"n\">1</td><td>&ndash;</td><td class=\"n\">120</td>\
-<td class=\"n\">3</td><td class=\"n\">42</td></tr>"
+<td class=\"n\">3</td><td class=\"n\">42</td><td>"
     ));
     // The upstreams table has the ejected count after disabled.
     assert!(page.contains("<th>down</th><th>disabled</th><th>ejected</th><th>selectable</th>"));
@@ -248,7 +248,7 @@ title=\"2023-11-14 22:16:57 UTC\">in 25s</span></td><td class=\"n\">0</td>\
         };
         assert_eq!(l.matches("<td").count(), columns, "{l}");
     }
-    assert_eq!(html::COLUMNS.len(), 28);
+    assert_eq!(html::COLUMNS.len(), 32);
     assert_eq!(html::UPSTREAM_COLUMNS.len(), 9);
 }
 
@@ -301,7 +301,7 @@ check_outlier counted as failures (5xx, errors, timeouts, invalid or slow answer
 nginx_upstream_server_outlier_failures_total{web0} 17\n\
 nginx_upstream_server_outlier_failures_total{web1} 80\n\
 nginx_upstream_server_outlier_failures_total{db0} 17\n\
-# HELP nginx_upstream_server_check_duration_seconds "
+# HELP nginx_upstream_server_effective_weight "
     );
     assert!(body.contains(&want), "{body}");
     // After the last per-peer family before them, before the histogram.

@@ -406,8 +406,8 @@ fn prom_lean_and_full_pages() {
         assert!(names.contains(&"nginx_upstream_server_check_last_duration_seconds".into()));
     }
     let full = prom_full_of(&rows, None);
-    assert_eq!(per_peer(&full, "http").len(), 9 + 3 + 15);
-    assert_eq!(per_peer(&full, "stream").len(), 4 + 3 + 15);
+    assert_eq!(per_peer(&full, "http").len(), 9 + 3 + 15 + 4);
+    assert_eq!(per_peer(&full, "stream").len(), 4 + 3 + 15 + 4);
 }
 
 /// The full page has an HTTP status series for each http and https peer
@@ -457,7 +457,7 @@ fn prom_http_status_on_the_full_page() {
         at("nginx_upstream_server_check_last_duration_seconds") + 1
     );
     assert_eq!(
-        at("nginx_upstream_server_check_duration_seconds"),
+        at("nginx_upstream_server_effective_weight"),
         at(HTTP_STATUS) + 1
     );
 

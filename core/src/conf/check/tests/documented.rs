@@ -65,6 +65,7 @@ fn spec_examples_that_parse() {
             shared: true,
             active: true,
             mandatory: false,
+            slow_start_ms: 0,
         }
     );
 

@@ -57,6 +57,7 @@ fn defaults() {
             shared: true,
             active: true,
             mandatory: false,
+            slow_start_ms: 0,
         }
     );
     assert!(!ok("type=tcp").keeps_connection());

@@ -1,0 +1,160 @@
+//! Which key a request of a `slow_start` upstream carries into selection
+//! (docs/transitions.md): hash balancers admit a growing share of their
+//! keys, so for `hash KEY` the draw is a hash of the request's key and for
+//! `ip_hash` of the client's address; every other balancer (round robin,
+//! `least_conn`, `random`, `vnswrr`) takes the worker's sequence.
+
+use core::ffi::{c_void, CStr};
+use core::{mem, ptr, slice};
+use std::sync::OnceLock;
+
+use healthcheck_core::status::Group;
+use ngx::ffi::{
+    ngx_command_t, ngx_conf_t, ngx_http_complex_value, ngx_http_complex_value_t,
+    ngx_http_conf_ctx_t, ngx_http_request_t, ngx_http_upstream_init_pt, ngx_http_upstream_module,
+    ngx_http_upstream_srv_conf_t, ngx_module_t, ngx_str_t, ngx_stream_complex_value,
+    ngx_stream_complex_value_t, ngx_stream_session_t, ngx_stream_upstream_srv_conf_t, NGX_OK,
+};
+
+use crate::ffi::find_global;
+
+/// Where a request's key comes from.
+#[derive(Clone, Copy, Debug, Default)]
+pub enum Key {
+    /// The worker's sequence (weighted balancers).
+    #[default]
+    Sequence,
+    /// The upstream's `hash` key (its first srv conf field, a complex value).
+    Http(*mut ngx_http_complex_value_t),
+    Stream(*mut ngx_stream_complex_value_t),
+    /// `ip_hash`: the client's address.
+    ClientAddress,
+}
+
+/// The `hash` module's srv conf of the upstream `srv`, when its `hash`
+/// directive set a key. Both contexts' hash modules keep the key as the
+/// first field of their srv conf.
+///
+/// # Safety
+/// `srv_conf` is an upstream's srv conf array of the context of `module`.
+unsafe fn hash_key(srv_conf: *mut *mut c_void, module: &CStr) -> Option<*mut c_void> {
+    let m = find_global(module)?.cast::<ngx_module_t>();
+    // SAFETY: the module's own global; its ctx_index is its srv conf's.
+    let conf = unsafe { *srv_conf.add((*m).ctx_index) };
+    // SAFETY: the key's value is the first field of the conf (see above);
+    // `len` is 0 unless `hash` set it.
+    let set = !conf.is_null() && unsafe { (*conf.cast::<ngx_str_t>()).len } > 0;
+    set.then_some(conf)
+}
+
+/// `ip_hash`'s `init_upstream`, learned once by running the `ip_hash`
+/// directive's handler (public through its module's command table) on a
+/// scratch upstream conf: it only stores its function and flags there.
+/// nginx keeps the function itself static.
+fn ip_hash_init() -> ngx_http_upstream_init_pt {
+    static INIT: OnceLock<usize> = OnceLock::new();
+    let addr = *INIT.get_or_init(|| {
+        let Some(m) = find_global(c"ngx_http_upstream_ip_hash_module") else {
+            return 0;
+        };
+        // SAFETY: a module's command table ends with a null command; the
+        // first is `ip_hash`. The scratch structures are what the handler
+        // reads: the conf context's srv conf array at the upstream module's
+        // index.
+        unsafe {
+            let cmd: *mut ngx_command_t = (*m.cast::<ngx_module_t>()).commands;
+            let Some(set) = cmd.as_ref().and_then(|c| c.set) else {
+                return 0;
+            };
+            let mut scratch: ngx_http_upstream_srv_conf_t = mem::zeroed();
+            let index = ngx_http_upstream_module.ctx_index;
+            let mut srv: Vec<*mut c_void> = vec![ptr::null_mut(); index + 1];
+            srv[index] = (&raw mut scratch).cast();
+            let mut ctx: ngx_http_conf_ctx_t = mem::zeroed();
+            ctx.srv_conf = srv.as_mut_ptr();
+            let mut cf: ngx_conf_t = mem::zeroed();
+            cf.ctx = (&raw mut ctx).cast();
+            set(&mut cf, cmd, ptr::null_mut());
+            scratch.peer.init_upstream.map_or(0, |f| f as usize)
+        }
+    });
+    // SAFETY: 0 or the address of nginx's function of this type.
+    (addr != 0)
+        .then(|| unsafe { mem::transmute::<usize, _>(addr) })
+        .flatten()
+}
+
+/// The key of the upstream whose srv conf is `srv` (configuration time).
+///
+/// # Safety
+/// `srv` is an upstream's srv conf of `proto`, its balancer set up.
+pub unsafe fn of_upstream(proto: Group, srv: *mut c_void) -> Key {
+    // SAFETY: per the contract.
+    unsafe {
+        match proto {
+            Group::Http => {
+                let us = &*srv.cast::<ngx_http_upstream_srv_conf_t>();
+                if let Some(k) = hash_key(us.srv_conf, c"ngx_http_upstream_hash_module") {
+                    return Key::Http(k.cast());
+                }
+                let init = us.peer.init_upstream.map(|f| f as usize);
+                if init.is_some() && init == ip_hash_init().map(|f| f as usize) {
+                    return Key::ClientAddress;
+                }
+                Key::Sequence
+            }
+            Group::Stream => {
+                let us = &*srv.cast::<ngx_stream_upstream_srv_conf_t>();
+                match hash_key(us.srv_conf, c"ngx_stream_upstream_hash_module") {
+                    Some(k) => Key::Stream(k.cast()),
+                    None => Key::Sequence,
+                }
+            }
+        }
+    }
+}
+
+/// The request's key bytes, in its pool (`None`: the sequence).
+///
+/// # Safety
+/// `r` is a live request of an upstream whose key is `key`.
+pub unsafe fn http_key<'a>(key: Key, r: *mut ngx_http_request_t) -> Option<&'a [u8]> {
+    // SAFETY: per the contract; the value lives in the request's pool.
+    unsafe {
+        match key {
+            Key::Http(cv) => {
+                let mut v: ngx_str_t = mem::zeroed();
+                (ngx_http_complex_value(r, cv, &mut v) == NGX_OK as isize).then(|| bytes(&v))
+            }
+            Key::ClientAddress => Some(bytes(&(*(*r).connection).addr_text)),
+            _ => None,
+        }
+    }
+}
+
+/// The session's key bytes (`None`: the sequence).
+///
+/// # Safety
+/// `s` is a live session of an upstream whose key is `key`.
+pub unsafe fn stream_key<'a>(key: Key, s: *mut ngx_stream_session_t) -> Option<&'a [u8]> {
+    // SAFETY: per the contract.
+    unsafe {
+        match key {
+            Key::Stream(cv) => {
+                let mut v: ngx_str_t = mem::zeroed();
+                (ngx_stream_complex_value(s, cv, &mut v) == NGX_OK as isize).then(|| bytes(&v))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// # Safety
+/// `s` holds `len` readable bytes at `data` (or is empty).
+unsafe fn bytes<'a>(s: &ngx_str_t) -> &'a [u8] {
+    if s.data.is_null() || s.len == 0 {
+        return &[];
+    }
+    // SAFETY: per the contract.
+    unsafe { slice::from_raw_parts(s.data, s.len) }
+}
