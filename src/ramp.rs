@@ -10,8 +10,8 @@ use std::sync::OnceLock;
 
 use healthcheck_core::status::Group;
 use ngx::ffi::{
-    ngx_command_t, ngx_conf_t, ngx_http_complex_value, ngx_http_complex_value_t,
-    ngx_http_conf_ctx_t, ngx_http_request_t, ngx_http_upstream_init_pt, ngx_http_upstream_module,
+    ngx_array_t, ngx_command_t, ngx_conf_t, ngx_http_complex_value, ngx_http_complex_value_t,
+    ngx_http_conf_ctx_t, ngx_http_request_t, ngx_http_upstream_module,
     ngx_http_upstream_srv_conf_t, ngx_module_t, ngx_str_t, ngx_stream_complex_value,
     ngx_stream_complex_value_t, ngx_stream_session_t, ngx_stream_upstream_srv_conf_t, NGX_OK,
 };
@@ -29,6 +29,16 @@ pub enum Key {
     Stream(*mut ngx_stream_complex_value_t),
     /// `ip_hash`: the client's address.
     ClientAddress,
+    /// The worker's sequence, admitted per turn: http's `random` draws
+    /// again when it meets a peer held back (`Progress::admits_turn`).
+    Turns,
+}
+
+impl Key {
+    /// Whether a held-back peer's turn goes to another draw.
+    pub fn turns(self) -> bool {
+        matches!(self, Key::Turns)
+    }
 }
 
 /// The `hash` module's srv conf of the upstream `srv`, when its `hash`
@@ -47,41 +57,60 @@ unsafe fn hash_key(srv_conf: *mut *mut c_void, module: &CStr) -> Option<*mut c_v
     set.then_some(conf)
 }
 
-/// `ip_hash`'s `init_upstream`, learned once by running the `ip_hash`
-/// directive's handler (public through its module's command table) on a
-/// scratch upstream conf: it only stores its function and flags there.
-/// nginx keeps the function itself static.
-fn ip_hash_init() -> ngx_http_upstream_init_pt {
+/// `ip_hash`'s `init_upstream` (see [`learn_init`]).
+fn ip_hash_init() -> Option<usize> {
     static INIT: OnceLock<usize> = OnceLock::new();
-    let addr = *INIT.get_or_init(|| {
-        let Some(m) = find_global(c"ngx_http_upstream_ip_hash_module") else {
+    let addr = *INIT.get_or_init(|| learn_init(c"ngx_http_upstream_ip_hash_module"));
+    (addr != 0).then_some(addr)
+}
+
+/// `random`'s `init_upstream` (see [`learn_init`]).
+fn random_init() -> Option<usize> {
+    static INIT: OnceLock<usize> = OnceLock::new();
+    let addr = *INIT.get_or_init(|| learn_init(c"ngx_http_upstream_random_module"));
+    (addr != 0).then_some(addr)
+}
+
+/// An http balancer's `init_upstream`, learned by running its directive's
+/// handler (public through its module's command table) without arguments
+/// on a scratch upstream conf: `ip_hash` and `random` only store their
+/// function and flags there (`random` returns before it reads its own
+/// conf). nginx keeps the functions themselves static. 0 when the module
+/// is not in this nginx.
+fn learn_init(module: &CStr) -> usize {
+    let Some(m) = find_global(module) else {
+        return 0;
+    };
+    // SAFETY: a module's command table ends with a null command; the first
+    // is the balancer's directive. The scratch structures are what the
+    // handler reads: the conf context's srv conf array at the upstream
+    // module's index, and the arguments (the directive's name alone).
+    unsafe {
+        let cmd: *mut ngx_command_t = (*m.cast::<ngx_module_t>()).commands;
+        let Some(set) = cmd.as_ref().and_then(|c| c.set) else {
             return 0;
         };
-        // SAFETY: a module's command table ends with a null command; the
-        // first is `ip_hash`. The scratch structures are what the handler
-        // reads: the conf context's srv conf array at the upstream module's
-        // index.
-        unsafe {
-            let cmd: *mut ngx_command_t = (*m.cast::<ngx_module_t>()).commands;
-            let Some(set) = cmd.as_ref().and_then(|c| c.set) else {
-                return 0;
-            };
-            let mut scratch: ngx_http_upstream_srv_conf_t = mem::zeroed();
-            let index = ngx_http_upstream_module.ctx_index;
-            let mut srv: Vec<*mut c_void> = vec![ptr::null_mut(); index + 1];
-            srv[index] = (&raw mut scratch).cast();
-            let mut ctx: ngx_http_conf_ctx_t = mem::zeroed();
-            ctx.srv_conf = srv.as_mut_ptr();
-            let mut cf: ngx_conf_t = mem::zeroed();
-            cf.ctx = (&raw mut ctx).cast();
-            set(&mut cf, cmd, ptr::null_mut());
-            scratch.peer.init_upstream.map_or(0, |f| f as usize)
-        }
-    });
-    // SAFETY: 0 or the address of nginx's function of this type.
-    (addr != 0)
-        .then(|| unsafe { mem::transmute::<usize, _>(addr) })
-        .flatten()
+        let mut scratch: ngx_http_upstream_srv_conf_t = mem::zeroed();
+        let index = ngx_http_upstream_module.ctx_index;
+        let mut srv: Vec<*mut c_void> = vec![ptr::null_mut(); index + 1];
+        srv[index] = (&raw mut scratch).cast();
+        let mut ctx: ngx_http_conf_ctx_t = mem::zeroed();
+        ctx.srv_conf = srv.as_mut_ptr();
+        let mut name = (*cmd).name;
+        let mut args: ngx_array_t = mem::zeroed();
+        args.elts = (&raw mut name).cast();
+        args.nelts = 1;
+        args.size = mem::size_of::<ngx_str_t>();
+        args.nalloc = 1;
+        let mut cf: ngx_conf_t = mem::zeroed();
+        cf.ctx = (&raw mut ctx).cast();
+        cf.args = &mut args;
+        // Room for the module's own srv conf, never written without
+        // arguments.
+        let mut own = [0usize; 16];
+        set(&mut cf, cmd, own.as_mut_ptr().cast());
+        scratch.peer.init_upstream.map_or(0, |f| f as usize)
+    }
 }
 
 /// The key of the upstream whose srv conf is `srv` (configuration time).
@@ -98,8 +127,11 @@ pub unsafe fn of_upstream(proto: Group, srv: *mut c_void) -> Key {
                     return Key::Http(k.cast());
                 }
                 let init = us.peer.init_upstream.map(|f| f as usize);
-                if init.is_some() && init == ip_hash_init().map(|f| f as usize) {
+                if init.is_some() && init == ip_hash_init() {
                     return Key::ClientAddress;
+                }
+                if init.is_some() && init == random_init() {
+                    return Key::Turns;
                 }
                 Key::Sequence
             }

@@ -67,6 +67,9 @@ pub struct Context {
     /// Per configured target: the weight of the other selectable peers of
     /// its upstream (`vnswrr`'s turns, `Progress::admits_turn`).
     ramp_others: Vec<Cell<u32>>,
+    /// Per configured target: its balancer draws again past a held-back
+    /// peer (`random`): its ramp admits turns.
+    ramp_turns: Vec<bool>,
     /// `Header::changes` when `ramp_len` was last worked out.
     ramp_seen: Cell<u64>,
     /// The draw of the request being balanced (`healthcheck_core::ramp`),
@@ -148,6 +151,7 @@ impl Context {
         let mut sel_map = Vec::new();
         let mut resolve = Vec::new();
         let mut list_values = Vec::new();
+        let mut ramp_turns = Vec::new();
         for u in upstreams {
             let base = targets.len() as u32;
             let Some(check) = UpstreamCheck::new(u, base, matches, (group, block_log)) else {
@@ -188,6 +192,8 @@ impl Context {
                 check: Rc::clone(&check),
                 resolve: resolve_index,
             });
+            let turns = u.conf().ramp_key.turns();
+            ramp_turns.extend(u.peers.iter().map(|_| turns));
             for p in &u.peers {
                 targets.push(Target {
                     index: targets.len() as u32,
@@ -208,10 +214,12 @@ impl Context {
         let lists = PtrMap::new(list_values);
         let resolved = Resolved::new(group, zone, resolve);
         let ramps = sels.iter().any(|s| s.slow_start > 0);
+
         Self {
             ramps,
             ramp_len: (0..targets.len()).map(|_| Cell::new(0)).collect(),
             ramp_others: (0..targets.len()).map(|_| Cell::new(0)).collect(),
+            ramp_turns,
             ramp_seen: Cell::new(u64::MAX),
             draw: Cell::new(0),
             requests: Cell::new(0),
@@ -423,14 +431,7 @@ impl Context {
         let (Some(slot), Some(len)) = (zone.slot(i), self.ramp_len.get(i).map(Cell::get)) else {
             return false;
         };
-        if len == 0 {
-            return false;
-        }
-        let since = slot.up_since.load(Ordering::Relaxed);
-        let weight = self.targets.get(i).map_or(1, |t| t.peer.weight);
-        let others = self.ramp_others.get(i).map_or(0, Cell::get);
-        Progress::at(since, unix_ms(), u64::from(len))
-            .is_some_and(|p| !p.admits_turn(self.draw.get(), weight, others))
+        len != 0 && self.turn_held(i, slot, len)
     }
 
     /// Whether selection must skip the peer at `addr` of `list`: its state,
@@ -474,8 +475,21 @@ impl Context {
         if len == 0 {
             return false;
         }
+        if self.ramp_turns.get(i).copied().unwrap_or(false) {
+            return self.turn_held(i, slot, len);
+        }
         let since = slot.up_since.load(Ordering::Relaxed);
         Progress::at(since, unix_ms(), u64::from(len)).is_some_and(|p| !p.admits(self.draw.get()))
+    }
+
+    /// As [`Context::held_back`] for a balancer that gives a held-back
+    /// turn to another draw (`Progress::admits_turn`).
+    fn turn_held(&self, i: usize, slot: &Slot, len: u32) -> bool {
+        let since = slot.up_since.load(Ordering::Relaxed);
+        let weight = self.targets.get(i).map_or(1, |t| t.peer.weight);
+        let others = self.ramp_others.get(i).map_or(0, Cell::get);
+        Progress::at(since, unix_ms(), u64::from(len))
+            .is_some_and(|p| !p.admits_turn(self.draw.get(), weight, others))
     }
 
     /// Before the upstream `srv` balances a request (of an upstream with

@@ -2,9 +2,9 @@
 //! equal-weight http peers; peer A fails its check, comes back, and from
 //! the moment the status page gives as its return (`last_change`) its
 //! share of the requests is measured in each fifth of the ramp. With
-//! round robin, least_conn and vnswrr (patched and stock) it must be within
-//! 25% of 10, 30, 50, 70 and 90% of its full share (half the requests),
-//! then its full share. With `hash $arg_k`, of the keys that map to A, the
+//! round robin, least_conn (patched and stock), random and vnswrr it must
+//! be within 25% of 10, 30, 50, 70 and 90% of its full share (half the
+//! requests), then its full share. With `hash $arg_k`, of the keys that map to A, the
 //! share A serves grows the same way while the keys of B never move. A
 //! peer that goes down mid-ramp starts its ramp again at its next return.
 //! Upstream connections are kept alive: thousands of requests a second on
@@ -250,6 +250,11 @@ fn least_conn_ramps_a_returning_peers_share_linearly() {
     for (mode, bin) in binaries() {
         ramp_with("least_conn;", bin, &format!("least_conn, {mode}"));
     }
+}
+
+#[test]
+fn random_ramps_a_returning_peers_share_linearly() {
+    ramp_with("random;", patched_bin(), "random, patched");
 }
 
 #[test]
