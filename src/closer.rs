@@ -6,11 +6,19 @@
 //! it closes the idle connections of nginx's upstream keepalive cache to
 //! that peer's address, as nginx closes idle connections at shutdown: the
 //! connection is marked `close` and its read handler runs, which is the
-//! keepalive module's own, so the cache lets the connection go.
+//! keepalive module's own, so the cache lets the connection go. With
+//! `check_shutdown_sessions on` it also ends the proxied connections in
+//! use to such a peer (`crate::sessions`), counted in `sessions_shut`.
+//!
+//! On each look it also counts, for every peer an operator drains, its
+//! open proxied connections (nginx's `peer->conns`) into the slot's
+//! `conns`, each worker adding what changed since it last did (a `zone`
+//! list's count is every worker's, so only worker 0 adds it), and takes
+//! back nginx's drain bit from peers no longer draining.
 
 use core::mem;
 use core::ptr::NonNull;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use healthcheck_core::status::Group;
 use ngx::ffi::{ngx_add_timer, ngx_del_timer, ngx_event_t, ngx_log_t};
@@ -18,6 +26,7 @@ use ngx::ffi::{ngx_add_timer, ngx_del_timer, ngx_event_t, ngx_log_t};
 use crate::ffi::{exiting, guard};
 use crate::shm::Slot;
 use crate::worker::Context;
+use core::sync::atomic::Ordering::Relaxed;
 
 /// How the timer reaches a context (`crate::process::with_context`).
 pub type WithContext = fn(Group, &mut dyn FnMut(&Context));
@@ -31,33 +40,52 @@ struct Inner {
     ident: [usize; 4],
     ev: ngx_event_t,
     with_context: WithContext,
-    /// The zone's change counter when the worker last looked.
-    seen: u64,
-    /// Slots selection skipped then.
-    skipped: HashSet<u32>,
+    /// Per context (http, stream): the zone's change counter when the
+    /// worker last looked, and the slots selection skipped then.
+    seen: [u64; 2],
+    skipped: [HashSet<u32>; 2],
+    /// Per context: what this worker added to each draining slot's
+    /// `conns`.
+    published: [HashMap<u32, u32>; 2],
+    /// Whether this is worker 0 (it counts the connections of `zone`
+    /// lists).
+    first: bool,
 }
 
 /// The owning handle of a worker's look at peers that went down.
 pub struct IdleCloser(NonNull<Inner>);
 
 impl IdleCloser {
-    /// Start looking at the http context's peers (the stream module has no
-    /// keepalive cache).
-    pub fn start(ctx: &Context, with_context: WithContext, log: *mut ngx_log_t) -> Option<Self> {
-        let zone = ctx.zone?;
-        let mut skipped = HashSet::new();
-        ctx.each_target(|t| {
-            if zone.slot(t.index as usize).is_some_and(Slot::vetoed) {
-                skipped.insert(t.index);
-            }
-        });
+    /// Start looking at both contexts' peers.
+    pub fn start(
+        ctxs: [&Context; 2],
+        first: bool,
+        with_context: WithContext,
+        log: *mut ngx_log_t,
+    ) -> Option<Self> {
+        if ctxs.iter().all(|c| c.zone.is_none()) {
+            return None;
+        }
+        let mut seen = [0; 2];
+        let mut skipped: [HashSet<u32>; 2] = Default::default();
+        for (i, ctx) in ctxs.iter().enumerate() {
+            let Some(zone) = ctx.zone else { continue };
+            seen[i] = zone.header().changes();
+            ctx.each_target(|t| {
+                if zone.slot(t.index as usize).is_some_and(Slot::vetoed) {
+                    skipped[i].insert(t.index);
+                }
+            });
+        }
         let inner = Box::new(Inner {
             ident: [0, 0, 0, usize::MAX],
             // SAFETY: all-zero is nginx's initial state for an event.
             ev: unsafe { mem::zeroed() },
             with_context,
-            seen: zone.header().changes(),
+            seen,
             skipped,
+            published: Default::default(),
+            first,
         });
         let raw = Box::into_raw(inner);
         // SAFETY: just made; nginx's timer points to it until the handle is
@@ -81,27 +109,49 @@ impl Drop for IdleCloser {
             // SAFETY: the timer's own event.
             unsafe { ngx_del_timer(&mut inner.ev) };
         }
+        // This worker's connections leave with it.
+        let with = inner.with_context;
+        for (i, group) in [Group::Http, Group::Stream].into_iter().enumerate() {
+            let published = mem::take(&mut inner.published[i]);
+            with(group, &mut |ctx| {
+                let Some(zone) = ctx.zone else { return };
+                for (&slot, &n) in &published {
+                    if let Some(s) = zone.slot(slot as usize) {
+                        s.conns.fetch_sub(n, Relaxed);
+                    }
+                }
+            });
+        }
     }
 }
 
 impl Inner {
-    fn look(&mut self, ctx: &Context) {
+    fn look(&mut self, group: Group, ctx: &Context, log: *mut ngx_log_t) {
         let Some(zone) = ctx.zone else {
             return;
         };
+        let g = group as usize;
+        self.count_draining(g, ctx, zone);
+        if group == Group::Http {
+            ctx.release_drain_bits();
+        }
         let changes = zone.header().changes();
-        if changes == self.seen {
+        if changes == self.seen[g] {
             return;
         }
-        self.seen = changes;
+        self.seen[g] = changes;
         let mut went: Vec<Vec<u8>> = Vec::new();
         let mut now = HashSet::new();
+        let mut shut = Vec::new();
         ctx.each_target(|t| {
             if !zone.slot(t.index as usize).is_some_and(Slot::vetoed) {
                 return;
             }
             now.insert(t.index);
-            if !self.skipped.contains(&t.index) && !t.peer.sockaddr.is_null() {
+            if !self.skipped[g].contains(&t.index) {
+                shut.push(t.index);
+            }
+            if !self.skipped[g].contains(&t.index) && !t.peer.sockaddr.is_null() {
                 // SAFETY: an rr peer's sockaddr of `socklen` bytes.
                 let bytes = unsafe {
                     core::slice::from_raw_parts(
@@ -112,10 +162,56 @@ impl Inner {
                 went.push(bytes.to_vec());
             }
         });
-        self.skipped = now;
-        if !went.is_empty() {
+        self.skipped[g] = now;
+        if group == Group::Http && !went.is_empty() {
             // SAFETY: in a worker, on the event loop.
             unsafe { close_idle(&went) };
+        }
+        for slot in shut {
+            let Some(what) = ctx.target_name(slot) else {
+                continue;
+            };
+            let what = format!("upstream {} peer {}", what.0, what.1);
+            let n = crate::sessions::shut(group, slot, &what, log);
+            if n > 0 {
+                if let Some(s) = zone.slot(slot as usize) {
+                    s.sessions_shut.fetch_add(n as u32, Relaxed);
+                }
+            }
+        }
+    }
+
+    /// Add what changed of this worker's open connections to each
+    /// draining peer into its slot's `conns`.
+    fn count_draining(&mut self, g: usize, ctx: &Context, zone: crate::shm::Zone) {
+        let published = &mut self.published[g];
+        for t in &ctx.targets {
+            let Some(s) = zone.slot(t.index as usize) else {
+                continue;
+            };
+            let draining = s.draining();
+            if !draining && !published.contains_key(&t.index) {
+                continue;
+            }
+            let mine = if draining && (!t.peer.shared || self.first) {
+                // SAFETY: a configured peer's rr struct, of this context;
+                // `conns` is a plain counter nginx keeps.
+                u32::try_from(unsafe { t.peer.conns(g == Group::Stream as usize) })
+                    .unwrap_or(u32::MAX)
+            } else {
+                0
+            };
+            let before = published.get(&t.index).copied().unwrap_or(0);
+            if mine > before {
+                s.conns.fetch_add(mine - before, Relaxed);
+            } else if mine < before {
+                s.conns.fetch_sub(before - mine, Relaxed);
+            }
+            if draining {
+                published.insert(t.index, mine);
+            } else {
+                published.remove(&t.index);
+            }
         }
     }
 }
@@ -211,7 +307,9 @@ unsafe extern "C" fn ngx_healthcheck_closer_timer(ev: *mut ngx_event_t) {
     }
     guard(log, "idle connections", (), || {
         let with = t.with_context;
-        with(Group::Http, &mut |ctx| t.look(ctx));
+        for group in [Group::Http, Group::Stream] {
+            with(group, &mut |ctx| t.look(group, ctx, log));
+        }
     });
     // SAFETY: the timer's own event, not armed (it just fired).
     unsafe { ngx_add_timer(&mut t.ev, PERIOD_MS as ngx::ffi::ngx_msec_t) };

@@ -130,6 +130,8 @@ pub struct UpsConf {
     pub fail_open: Setting<FailOpen>,
     /// `check_outlier`.
     pub outlier: Setting<cc::OutlierConf>,
+    /// `check_shutdown_sessions`.
+    pub shutdown_sessions: Setting<bool>,
     /// `check_log` (in an upstream, or in the http or stream block).
     pub event_log: Setting<EventSink>,
     /// `check_max_inflight` (in an upstream, or in the http or stream block).
@@ -267,6 +269,10 @@ setting_directives! {
     /// `check_fail_open off|on|N%;` in an upstream block.
     ngx_upstream_check_fail_open: UpsConf, "check_fail_open", fail_open, Repeat::Refuse,
         |_cf, args| cc::parse_fail_open(args);
+    /// `check_shutdown_sessions on|off;` in an upstream block.
+    ngx_upstream_check_shutdown_sessions: UpsConf, "check_shutdown_sessions",
+        shutdown_sessions, Repeat::Refuse,
+        |_cf, args| cc::parse_shutdown_sessions(one("check_shutdown_sessions", args)?);
     /// `check_outlier [name=value ...];` in an upstream block.
     ngx_upstream_check_outlier: UpsConf, "check_outlier", outlier, Repeat::Refuse,
         |_cf, args| cc::parse_outlier(args);
@@ -586,6 +592,11 @@ pub unsafe fn set_admin(
 }
 
 impl UpsConf {
+    /// `check_shutdown_sessions on`.
+    pub fn shuts_sessions(&self) -> bool {
+        self.shutdown_sessions.get().copied().unwrap_or(false)
+    }
+
     /// Whether the upstream's `check` has `slow_start`.
     pub fn ramps(&self) -> bool {
         self.check.get().is_some_and(|c| c.slow_start_ms > 0)

@@ -30,6 +30,7 @@ mod ramp;
 mod regex;
 mod resolved;
 mod selection;
+mod sessions;
 mod sharing;
 mod shm;
 mod statefile;
@@ -150,7 +151,7 @@ const fn check_status(name: ngx::ffi::ngx_str_t) -> Directive {
 
 /// The module's directives, each said once: the http and stream tables are
 /// made from this list (docs/directives.md documents each).
-const DIRECTIVES: [Directive; 50] = {
+const DIRECTIVES: [Directive; 51] = {
     use core::mem::offset_of;
     use NGX_CONF_1MORE as MORE;
     use NGX_CONF_TAKE1 as ONE;
@@ -166,6 +167,11 @@ const DIRECTIVES: [Directive; 50] = {
             ngx_string!("check_fail_open"),
             ONE,
             conf::ngx_upstream_check_fail_open,
+        ),
+        ups(
+            ngx_string!("check_shutdown_sessions"),
+            ONE,
+            conf::ngx_upstream_check_shutdown_sessions,
         ),
         ups(
             ngx_string!("check_fastcgi_param"),

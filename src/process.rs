@@ -178,7 +178,12 @@ pub unsafe fn init(cycle: &ngx_cycle_t) {
             )
         })
         .flatten();
-    let closer = crate::closer::IdleCloser::start(&worker.http, with_context, cycle.log);
+    let closer = crate::closer::IdleCloser::start(
+        [&worker.http, &worker.stream],
+        first,
+        with_context,
+        cycle.log,
+    );
     let writers = if first {
         [Group::Http, Group::Stream]
             .into_iter()

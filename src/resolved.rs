@@ -201,6 +201,8 @@ impl Resolved {
                         backup: p.backup,
                         down: p.down,
                         list: p.list,
+                        // `resolve` needs the upstream's zone.
+                        shared: true,
                     };
                     let port = if conf.port == 0 {
                         peer.port()

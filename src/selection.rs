@@ -31,6 +31,7 @@ use crate::conf::UpsConf;
 use crate::enforce::{stock, Wrapped};
 use crate::ffi::guard;
 use crate::process;
+use crate::sessions::{Owner, Registration};
 use crate::upstream::UpstreamRef;
 use healthcheck_core::outlier::Attempt;
 use healthcheck_core::status::Group;
@@ -53,6 +54,7 @@ pub unsafe fn wrap(proto: Group, ups: &[UpstreamRef]) {
         let Some(check) = c.check.get() else { continue };
         let counted = check.passive_fall > 0 || c.outlier.is_set();
         let ramps = check.slow_start_ms > 0;
+        let counted = counted || c.shuts_sessions();
         if !stock && !counted && !ramps && u.resolve_lines == 0 || c.wrapped.is_some() {
             continue;
         }
@@ -98,7 +100,9 @@ fn before(proto: Group, srv: usize, conf: &UpsConf) -> bool {
         // Resolved peers: the view the hook reads (docs/resolved.md).
         process::with(|w| w.context(proto).refresh_srv(srv));
     }
-    conf.check.get().is_some_and(|c| c.passive_fall > 0) || conf.outlier.is_set()
+    conf.check.get().is_some_and(|c| c.passive_fall > 0)
+        || conf.outlier.is_set()
+        || conf.shuts_sessions()
 }
 
 unsafe extern "C" fn http_init_peer(
@@ -136,6 +140,7 @@ unsafe extern "C" fn http_init_peer(
                 Group::Http,
                 us.cast(),
                 (*r).upstream.cast(),
+                conf.shuts_sessions().then_some(r as usize),
             )
         }
     })
@@ -178,6 +183,7 @@ unsafe extern "C" fn stream_init_peer(
                 Group::Stream,
                 us.cast(),
                 (*s).upstream.cast(),
+                conf.shuts_sessions().then_some(s as usize),
             )
         }
     })
@@ -198,6 +204,9 @@ struct Attempts {
     /// The request's `ngx_http_upstream_t` or the session's
     /// `ngx_stream_upstream_t`: its state says how the attempt ended.
     upstream: *mut c_void,
+    /// `check_shutdown_sessions`: the request's registration (NULL
+    /// without).
+    registration: *const Registration,
 }
 
 /// Put our callbacks in front of the balancer's for this request.
@@ -212,8 +221,22 @@ unsafe fn watch_attempts(
     proto: Group,
     srv: *mut c_void,
     upstream: *mut c_void,
+    owner: Option<usize>,
 ) -> ngx_int_t {
+    let registration = match owner {
+        None => core::ptr::null(),
+        Some(ptr) => {
+            let reg = Registration::new(Owner { proto, ptr });
+            // SAFETY: the request's (session's) pool; the registration is
+            // dropped with it.
+            match unsafe { crate::pool::alloc(pool, reg) } {
+                Some(r) => r.as_ptr().cast_const(),
+                None => return NGX_ERROR as ngx_int_t,
+            }
+        }
+    };
     let a = Attempts {
+        registration,
         data: pc.data,
         get: pc.get,
         free: pc.free,
@@ -254,11 +277,23 @@ unsafe fn attempts<'a>(data: *mut c_void) -> &'a Attempts {
 unsafe extern "C" fn attempt_get(pc: *mut ngx_peer_connection_t, data: *mut c_void) -> ngx_int_t {
     // SAFETY: nginx passes the data we stored.
     let a = unsafe { attempts(data) };
-    match a.get {
+    let rc = match a.get {
         // SAFETY: the balancer's own callback with its own data.
         Some(get) => unsafe { get(pc, a.data) },
         None => NGX_ERROR as ngx_int_t,
+    };
+    // SAFETY: NULL or the registration in the request's pool.
+    if let Some(reg) = unsafe { a.registration.as_ref() } {
+        if rc == NGX_OK as ngx_int_t || rc == ngx::ffi::NGX_DONE as ngx_int_t {
+            // SAFETY: the balancer set the peer's sockaddr.
+            let sockaddr = unsafe { (*pc).sockaddr } as usize;
+            let slot = process::with(|w| w.context(a.proto).slot_of(a.srv, sockaddr)).flatten();
+            if let Some(slot) = slot {
+                reg.connect(slot);
+            }
+        }
     }
+    rc
 }
 
 unsafe extern "C" fn attempt_free(
@@ -274,6 +309,10 @@ unsafe extern "C" fn attempt_free(
     // SAFETY: `pc` is the attempt's peer connection, `a.upstream` its
     // request's (session's) upstream.
     let attempt = unsafe { ended(a.proto, a.upstream, &*pc, failed) };
+    // SAFETY: NULL or the registration in the request's pool.
+    if let Some(reg) = unsafe { a.registration.as_ref() } {
+        reg.end();
+    }
     if let Some(free) = a.free {
         // SAFETY: the balancer's own callback with its own data.
         unsafe { free(pc, a.data, state) };

@@ -35,9 +35,27 @@ pub struct PeerRef {
     pub down: *mut ngx_uint_t,
     /// Index of its list in `UpstreamRef::lists`.
     pub list: u32,
+    /// Its list is in the upstream's `zone`, shared by the workers.
+    pub shared: bool,
 }
 
 impl PeerRef {
+    /// nginx's count of open connections to the peer (`peer->conns`).
+    ///
+    /// # Safety
+    /// `peer` is a live rr peer of the stream context when `stream`, else
+    /// of http.
+    pub unsafe fn conns(&self, stream: bool) -> ngx_uint_t {
+        // SAFETY: per the contract.
+        unsafe {
+            if stream {
+                (*self.peer.cast::<ngx::ffi::ngx_stream_upstream_rr_peer_t>()).conns
+            } else {
+                (*self.peer.cast::<ngx::ffi::ngx_http_upstream_rr_peer_t>()).conns
+            }
+        }
+    }
+
     pub fn is_unix(&self) -> bool {
         // SAFETY: rr peers always carry a valid sockaddr of `socklen` bytes.
         !self.sockaddr.is_null() && u32::from(unsafe { (*self.sockaddr).sa_family }) == AF_UNIX
@@ -221,6 +239,7 @@ macro_rules! walk {
                             backup,
                             down: core::ptr::addr_of_mut!(peer.down),
                             list,
+                            shared: !g.shpool.is_null(),
                         });
                     }
                     p = peer.next;

@@ -60,6 +60,12 @@ pub struct Context {
     pub resolved: Resolved,
     /// Some upstream of the context has `slow_start`.
     ramps: bool,
+    /// nginx has its own drain (http, 1.29.6+): a drained peer gets
+    /// nginx's `NGX_HTTP_UPSTREAM_DRAINING` bit in `peer->down`, so that
+    /// `sticky` sessions still reach it.
+    drains: bool,
+    /// Peers (rr peer address -> slot) this worker gave that bit.
+    drain_bits: core::cell::RefCell<std::collections::HashMap<usize, u32>>,
     /// Per configured target: its `slow_start` length, ms, while its
     /// upstream has another peer to take what the ramp holds back (else
     /// 0: a ramp never leaves a request without a peer).
@@ -83,6 +89,9 @@ pub struct Context {
 /// bit mask and `drain` another bit). Every balancer skips a peer with it,
 /// 1.30's `sticky` too.
 const DOWN_BIT: ngx_uint_t = 1;
+
+/// nginx 1.29.6+'s `NGX_HTTP_UPSTREAM_DRAINING` bit of `peer->down`.
+const NGINX_DRAINING: ngx_uint_t = 8;
 
 /// What selection needs of one checked upstream.
 struct Selection {
@@ -216,6 +225,8 @@ impl Context {
         let ramps = sels.iter().any(|s| s.slow_start > 0);
 
         Self {
+            drains: group == Group::Http && ngx::ffi::nginx_version >= 1_029_006,
+            drain_bits: Default::default(),
             ramps,
             ramp_len: (0..targets.len()).map(|_| Cell::new(0)).collect(),
             ramp_others: (0..targets.len()).map(|_| Cell::new(0)).collect(),
@@ -273,7 +284,15 @@ impl Context {
                 unsafe { ngx_rwlock_wlock(lock) };
             }
             for &(slot, down, _) in sel.peers.iter().filter(|p| p.2 as usize == list) {
-                let veto = ngx_uint_t::from(zone.slot(slot as usize).is_some_and(Slot::vetoed));
+                let s = zone.slot(slot as usize);
+                // nginx's own drain keeps sticky sessions on a drained peer.
+                let drained =
+                    self.drains && s.is_some_and(|s| s.draining() && !s.vetoed_but_draining());
+                let veto = ngx_uint_t::from(!drained && s.is_some_and(Slot::vetoed));
+                if drained || self.drain_bits.borrow().contains_key(&(down as usize)) {
+                    // SAFETY: as below.
+                    unsafe { self.stock_drain_bit(down, slot, drained) };
+                }
                 // SAFETY: the peer's `down` field, in this worker's memory
                 // or in the zone under the list's write lock; a peer that is
                 // down in the configuration is not in `peers`, so the bit
@@ -297,6 +316,35 @@ impl Context {
         // A view behind nginx's lists is applied again next time.
         sel.applied
             .set((changes, if current { counter } else { u64::MAX }));
+    }
+
+    /// The slot of the peer at `sockaddr` of the upstream `srv`, static or
+    /// resolved.
+    pub fn slot_of(&self, srv: usize, sockaddr: usize) -> Option<u32> {
+        let sel = self.sels.get(self.sel_map.get(srv)? as usize)?;
+        sel.by_addr
+            .get(sockaddr)
+            .or_else(|| self.resolved.slot_by_addr(sel.resolve? as usize, sockaddr))
+    }
+
+    /// Stock mode: give the peer whose `down` field is `down` nginx's drain
+    /// bit, or take it back.
+    ///
+    /// # Safety
+    /// `down` is a peer's `down` field, under its list's write lock when
+    /// the list is shared.
+    unsafe fn stock_drain_bit(&self, down: *mut ngx_uint_t, slot: u32, drained: bool) {
+        let mut bits = self.drain_bits.borrow_mut();
+        // SAFETY: per the contract.
+        unsafe {
+            if drained {
+                *down |= NGINX_DRAINING;
+                bits.insert(down as usize, slot);
+            } else {
+                *down &= !NGINX_DRAINING;
+                bits.remove(&(down as usize));
+            }
+        }
     }
 
     /// nginx ended a proxied attempt to the peer at `sockaddr` of the
@@ -464,7 +512,57 @@ impl Context {
         let Some(slot) = zone.slot(i as usize) else {
             return false;
         };
-        slot.vetoed() || ramps && self.ramps && self.held_back(i as usize, slot)
+        if slot.vetoed() {
+            return !self.drains || !slot.draining() || slot.vetoed_but_draining() || {
+                self.drain_bit(addr, i)
+            };
+        }
+        ramps && self.ramps && self.held_back(i as usize, slot)
+    }
+
+    /// A drained peer in an nginx with its own drain: nginx skips a peer
+    /// with the drain bit everywhere but in the `sticky` lookup, which
+    /// asks the hook; so a peer that has the bit is reached only from
+    /// there (and admitted), one that has not gets it now and is skipped.
+    fn drain_bit(&self, addr: usize, slot: u32) -> bool {
+        let down = addr as *mut ngx::ffi::ngx_http_upstream_rr_peer_t;
+        // SAFETY: the hook's peer, an http rr peer nginx is selecting
+        // from (under its list's lock when the list is shared).
+        unsafe {
+            if (*down).down & NGINX_DRAINING != 0 {
+                return false;
+            }
+            (*down).down |= NGINX_DRAINING;
+        }
+        if let Ok(mut bits) = self.drain_bits.try_borrow_mut() {
+            bits.insert(addr, slot);
+        }
+        true
+    }
+
+    /// Take nginx's drain bit back from peers an operator enabled again
+    /// (`crate::closer`, a few times a second).
+    pub fn release_drain_bits(&self) {
+        // Stock mode applies the bit with the rest of the state.
+        if crate::enforce::stock(Group::Http) {
+            return;
+        }
+        let Some(zone) = self.zone.as_ref() else {
+            return;
+        };
+        let Ok(mut bits) = self.drain_bits.try_borrow_mut() else {
+            return;
+        };
+        bits.retain(|&addr, &mut slot| {
+            if zone.slot(slot as usize).is_some_and(Slot::draining) {
+                return true;
+            }
+            let peer = addr as *mut ngx::ffi::ngx_http_upstream_rr_peer_t;
+            // SAFETY: a peer of this worker's configuration (the map is the
+            // context's, rebuilt with it).
+            unsafe { (*peer).down &= !NGINX_DRAINING };
+            false
+        });
     }
 
     /// `slow_start`: whether the ramp of the peer with slot `i` keeps the

@@ -39,8 +39,8 @@ pub use context::{
 pub use directives::{
     parse_check_status, parse_fail_open, parse_fastcgi_param, parse_keepalive_requests,
     parse_keepalive_time, parse_max_connections, parse_max_inflight, parse_shm_size,
-    parse_state_file, parse_status_directive, parse_vnswrr, refused_directive, StatusConf,
-    VnswrrConf,
+    parse_shutdown_sessions, parse_state_file, parse_status_directive, parse_vnswrr,
+    refused_directive, StatusConf, VnswrrConf,
 };
 pub use escape::unescape;
 pub use grpc::{parse_grpc_service, parse_grpc_status, parse_http_version, HttpVersion};

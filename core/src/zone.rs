@@ -398,6 +398,17 @@ impl Slot {
                 && admin & admin::FAIL_OPEN == 0)
     }
 
+    /// [`Slot::vetoed`] but for an operator's drain: whether selection
+    /// must skip the peer even for a `sticky` session.
+    #[inline]
+    pub fn vetoed_but_draining(&self) -> bool {
+        let r = Ordering::Relaxed;
+        let admin = self.admin.load(r);
+        admin & admin::DISABLED != 0
+            || ((self.up.load(r) == 0 || admin & admin::EJECTED != 0)
+                && admin & admin::FAIL_OPEN == 0)
+    }
+
     /// Whether `check_outlier` ejected the peer.
     #[inline]
     pub fn ejected(&self) -> bool {

@@ -264,6 +264,19 @@ pub fn parse_vnswrr(args: &[&[u8]]) -> Result<VnswrrConf, ConfError> {
 /// `check_fail_open off|on|N%;`: `on` fails open when no checked peer is
 /// up, `N%` (0 to 99) when the check-up share by weight is at or below N
 /// percent. 100% would never veto a peer, and is refused.
+/// `check_shutdown_sessions on|off;`.
+pub fn parse_shutdown_sessions(arg: &[u8]) -> Result<bool, ConfError> {
+    match arg {
+        b"on" => Ok(true),
+        b"off" => Ok(false),
+        _ => Err(invalid_value(
+            "check_shutdown_sessions",
+            arg,
+            "must be on or off",
+        )),
+    }
+}
+
 pub fn parse_fail_open(args: &[&[u8]]) -> Result<FailOpen, ConfError> {
     const D: &str = "check_fail_open";
     let [arg] = args else {
