@@ -2,7 +2,8 @@
 //! Peers that go down): every worker looks, a few times a second, whether
 //! some peer's state changed (one atomic load of the zone's change counter
 //! when nothing did); for each peer selection now skips that it did not
-//! before (down by its checks, `passive_fall`, an operator, an ejection),
+//! before (down by its checks, `passive_fall`, an operator, an ejection;
+//! not a drain, which lets what the peer serves finish),
 //! it closes the idle connections of nginx's upstream keepalive cache to
 //! that peer's address, as nginx closes idle connections at shutdown: the
 //! connection is marked `close` and its read handler runs, which is the
@@ -72,7 +73,10 @@ impl IdleCloser {
             let Some(zone) = ctx.zone else { continue };
             seen[i] = zone.header().changes();
             ctx.each_target(|t| {
-                if zone.slot(t.index as usize).is_some_and(Slot::vetoed) {
+                if zone
+                    .slot(t.index as usize)
+                    .is_some_and(Slot::vetoed_but_draining)
+                {
                     skipped[i].insert(t.index);
                 }
             });
@@ -144,7 +148,10 @@ impl Inner {
         let mut now = HashSet::new();
         let mut shut = Vec::new();
         ctx.each_target(|t| {
-            if !zone.slot(t.index as usize).is_some_and(Slot::vetoed) {
+            if !zone
+                .slot(t.index as usize)
+                .is_some_and(Slot::vetoed_but_draining)
+            {
                 return;
             }
             now.insert(t.index);

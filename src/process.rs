@@ -111,20 +111,12 @@ pub fn peer_down(proto: Group, list: usize, peer: usize) -> bool {
     state.is_some_and(|s| s.worker.context(proto).peer_down(list, peer))
 }
 
-/// As [`peer_down`], without `slow_start` ramps (`vnswrr` caches this
-/// verdict until the state changes; see [`peer_held`]).
-pub fn peer_vetoed(proto: Group, list: usize, peer: usize) -> bool {
+/// `vnswrr`'s question about `peer` (`Context::peer_verdict`): out by
+/// its state, held back by a ramp for this request, or open.
+pub fn peer_verdict(proto: Group, peer: usize) -> Option<bool> {
     // SAFETY: as in `peer_down`.
     let state = unsafe { (*STATE.state.get()).as_ref() };
-    state.is_some_and(|s| s.worker.context(proto).peer_out(list, peer, false))
-}
-
-/// Whether a `slow_start` ramp keeps the request being balanced off
-/// `peer` (a verdict for this request only).
-pub fn peer_held(proto: Group, peer: usize) -> bool {
-    // SAFETY: as in `peer_down`.
-    let state = unsafe { (*STATE.state.get()).as_ref() };
-    state.is_some_and(|s| s.worker.context(proto).peer_held(peer))
+    state.and_then(|s| s.worker.context(proto).peer_verdict(peer))
 }
 
 /// Build the state of a worker (or single) process and start its probes.

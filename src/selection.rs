@@ -120,11 +120,16 @@ unsafe extern "C" fn http_init_peer(
             return NGX_ERROR as ngx_int_t;
         };
         let watch = before(Group::Http, us as usize, conf);
-        if conf.ramps() {
-            // SAFETY: the request being balanced, of this upstream.
-            let key = unsafe { crate::ramp::http_key(conf.ramp_key, r) };
+        if conf.ramps() && crate::worker::ramp_may_be_active(Group::Http) {
             let stock = stock(Group::Http);
-            process::with(|w| w.context(Group::Http).ramp_before(us as usize, key, stock));
+            process::with(|w| {
+                let ctx = w.context(Group::Http);
+                if ctx.ramp_active(stock) {
+                    // SAFETY: the request being balanced, of this upstream.
+                    let key = unsafe { crate::ramp::http_key(conf.ramp_key, r) };
+                    ctx.ramp_draw(us as usize, key, stock);
+                }
+            });
         }
         // SAFETY: the balancer's own init, with nginx's arguments.
         let rc = unsafe { init(r, us) };
@@ -161,13 +166,15 @@ unsafe extern "C" fn stream_init_peer(
             return NGX_ERROR as ngx_int_t;
         };
         let watch = before(Group::Stream, us as usize, conf);
-        if conf.ramps() {
-            // SAFETY: the session being balanced, of this upstream.
-            let key = unsafe { crate::ramp::stream_key(conf.ramp_key, s) };
+        if conf.ramps() && crate::worker::ramp_may_be_active(Group::Stream) {
             let stock = stock(Group::Stream);
             process::with(|w| {
-                w.context(Group::Stream)
-                    .ramp_before(us as usize, key, stock)
+                let ctx = w.context(Group::Stream);
+                if ctx.ramp_active(stock) {
+                    // SAFETY: the session being balanced, of this upstream.
+                    let key = unsafe { crate::ramp::stream_key(conf.ramp_key, s) };
+                    ctx.ramp_draw(us as usize, key, stock);
+                }
             });
         }
         // SAFETY: the balancer's own init, with nginx's arguments.

@@ -486,11 +486,13 @@ macro_rules! balancer {
             }
 
             fn check_down(peer: *mut Peer) -> bool {
-                crate::process::peer_vetoed($proto, 0, peer as usize)
+                crate::process::peer_down($proto, 0, peer as usize)
             }
 
-            fn ramp_held(peer: *mut Peer) -> bool {
-                crate::process::peer_held($proto, peer as usize)
+            /// `Some(true)`: out by its state; `Some(false)`: held back by
+            /// a ramp for this request alone.
+            fn verdict(peer: *mut Peer) -> Option<bool> {
+                crate::process::peer_verdict($proto, peer as usize)
             }
 
             /// nginx's single-peer path: no ring, no tried bitmap, no
@@ -571,7 +573,8 @@ macro_rules! balancer {
                     // SAFETY: live, read-locked peers; the tried bitmap
                     // covers the larger group.
                     unsafe {
-                        if (*peer).down != 0 || check_down(peer) {
+                        let verdict = verdict(peer);
+                        if (*peer).down != 0 || verdict == Some(true) {
                             return Verdict::SkipCached;
                         }
                         if (*peer).max_fails != 0
@@ -580,7 +583,7 @@ macro_rules! balancer {
                         {
                             return Verdict::SkipCached;
                         }
-                        if *tried.add(n) & m != 0 || ramp_held(peer) {
+                        if *tried.add(n) & m != 0 || verdict == Some(false) {
                             return Verdict::Skip;
                         }
                         if (*peer).max_conns != 0 && (*peer).conns >= (*peer).max_conns {

@@ -8,6 +8,7 @@
 
 use core::cell::Cell;
 use core::sync::atomic::Ordering;
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64};
 use std::rc::Rc;
 
 use healthcheck_core::events::{By, State};
@@ -58,8 +59,6 @@ pub struct Context {
     /// Checked upstreams with `resolve` servers and their addresses
     /// (`crate::resolved`).
     pub resolved: Resolved,
-    /// Some upstream of the context has `slow_start`.
-    ramps: bool,
     /// nginx has its own drain (http, 1.29.6+): a drained peer gets
     /// nginx's `NGX_HTTP_UPSTREAM_DRAINING` bit in `peer->down`, so that
     /// `sticky` sessions still reach it.
@@ -78,10 +77,47 @@ pub struct Context {
     ramp_turns: Vec<bool>,
     /// `Header::changes` when `ramp_len` was last worked out.
     ramp_seen: Cell<u64>,
+    /// Unix ms until which some peer of the context may ramp, 0 = none
+    /// does: while it is 0 the hook looks at no ramp.
+    ramp_until: Cell<u64>,
+    /// Its index in `FAST`.
+    fast: usize,
     /// The draw of the request being balanced (`healthcheck_core::ramp`),
     /// and the worker's count of requests for the Weyl sequence.
     draw: Cell<u32>,
     requests: Cell<u32>,
+}
+
+/// Per context (http, stream), what an upstream with `slow_start` asks
+/// before each selection without reaching the worker's state
+/// ([`ramp_may_be_active`]): the zone's change counter, the value of it
+/// the context last worked its ramps out at, and whether a ramp may be
+/// active. Written by [`Context::ramp_active`]; one process, one thread.
+struct FastRamp {
+    changes: AtomicPtr<AtomicU64>,
+    seen: AtomicU64,
+    active: AtomicBool,
+}
+
+static FAST: [FastRamp; 2] = [const {
+    FastRamp {
+        changes: AtomicPtr::new(core::ptr::null_mut()),
+        seen: AtomicU64::new(u64::MAX),
+        active: AtomicBool::new(false),
+    }
+}; 2];
+
+/// Whether [`Context::ramp_active`] must be asked for `group`: a state
+/// changed since its ramps were worked out, or a ramp may be active.
+#[inline(never)] // its own symbol: scripts/bench-vnswrr counts it
+pub fn ramp_may_be_active(group: Group) -> bool {
+    let f = &FAST[group as usize];
+    let changes = f.changes.load(Ordering::Relaxed);
+    f.active.load(Ordering::Relaxed)
+        // SAFETY: NULL or the change counter of the context's zone, which
+        // outlives the context that set it (set again by each new one).
+        || unsafe { changes.as_ref() }
+            .is_some_and(|c| c.load(Ordering::Acquire) != f.seen.load(Ordering::Relaxed))
 }
 
 /// The bit of `peer->down` stock mode sets: the value of the `down`
@@ -222,16 +258,25 @@ impl Context {
         let map = PtrMap::new(targets.iter().map(|t| (t.peer.peer as usize, t.index)));
         let lists = PtrMap::new(list_values);
         let resolved = Resolved::new(group, zone, resolve);
-        let ramps = sels.iter().any(|s| s.slow_start > 0);
 
         Self {
             drains: group == Group::Http && ngx::ffi::nginx_version >= 1_029_006,
             drain_bits: Default::default(),
-            ramps,
             ramp_len: (0..targets.len()).map(|_| Cell::new(0)).collect(),
             ramp_others: (0..targets.len()).map(|_| Cell::new(0)).collect(),
             ramp_turns,
             ramp_seen: Cell::new(u64::MAX),
+            ramp_until: Cell::new(0),
+            fast: {
+                let f = &FAST[group as usize];
+                let changes = zone.as_ref().map_or(core::ptr::null(), |z| {
+                    &z.header().changes as *const AtomicU64
+                });
+                f.changes.store(changes.cast_mut(), Ordering::Relaxed);
+                f.seen.store(u64::MAX, Ordering::Relaxed);
+                f.active.store(false, Ordering::Relaxed);
+                group as usize
+            },
             draw: Cell::new(0),
             requests: Cell::new(0),
             zone,
@@ -464,22 +509,26 @@ impl Context {
         self.peer_out(list, addr, true)
     }
 
-    /// `slow_start` only: whether the ramp of the peer at `addr` keeps the
-    /// request being balanced off it (a verdict for this request alone,
-    /// where [`Context::peer_out`] without ramps holds until the state
-    /// changes).
-    pub fn peer_held(&self, addr: usize) -> bool {
-        if !self.ramps {
-            return false;
+    /// For `vnswrr`, whose ring caches a verdict that outlives the request
+    /// but not one for this request alone: whether the peer at `addr` is
+    /// out by its state (`Some(true)`), held back by its `slow_start` ramp
+    /// for this request (`Some(false)`), or open (`None`).
+    #[inline]
+    pub fn peer_verdict(&self, addr: usize) -> Option<bool> {
+        let zone = self.zone.as_ref()?;
+        let i = match self.map.get(addr) {
+            Some(i) => i as usize,
+            None => return None,
+        };
+        let slot = zone.slot(i)?;
+        if slot.vetoed() {
+            return Some(true);
         }
-        let (Some(zone), Some(i)) = (self.zone.as_ref(), self.map.get(addr)) else {
-            return false;
-        };
-        let i = i as usize;
-        let (Some(slot), Some(len)) = (zone.slot(i), self.ramp_len.get(i).map(Cell::get)) else {
-            return false;
-        };
-        len != 0 && self.turn_held(i, slot, len)
+        if self.ramp_until.get() == 0 || slot.up_since.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
+        let len = self.ramp_len.get(i).map_or(0, Cell::get);
+        (len != 0 && self.turn_held(i, slot, len)).then_some(false)
     }
 
     /// Whether selection must skip the peer at `addr` of `list`: its state,
@@ -517,7 +566,10 @@ impl Context {
                 self.drain_bit(addr, i)
             };
         }
-        ramps && self.ramps && self.held_back(i as usize, slot)
+        ramps
+            && self.ramp_until.get() != 0
+            && slot.up_since.load(Ordering::Relaxed) != 0
+            && self.held_back(i as usize, slot)
     }
 
     /// A drained peer in an nginx with its own drain: nginx skips a peer
@@ -577,31 +629,67 @@ impl Context {
             return self.turn_held(i, slot, len);
         }
         let since = slot.up_since.load(Ordering::Relaxed);
-        Progress::at(since, unix_ms(), u64::from(len)).is_some_and(|p| !p.admits(self.draw.get()))
+        since != 0
+            && Progress::at(since, unix_ms(), u64::from(len))
+                .is_some_and(|p| !p.admits(self.draw.get()))
     }
 
     /// As [`Context::held_back`] for a balancer that gives a held-back
     /// turn to another draw (`Progress::admits_turn`).
     fn turn_held(&self, i: usize, slot: &Slot, len: u32) -> bool {
         let since = slot.up_since.load(Ordering::Relaxed);
+        if since == 0 {
+            return false;
+        }
         let weight = self.targets.get(i).map_or(1, |t| t.peer.weight);
         let others = self.ramp_others.get(i).map_or(0, Cell::get);
         Progress::at(since, unix_ms(), u64::from(len))
             .is_some_and(|p| !p.admits_turn(self.draw.get(), weight, others))
     }
 
-    /// Before the upstream `srv` balances a request (of an upstream with
-    /// `slow_start`): the request's draw, from its hash key or the
-    /// worker's sequence, and, after a state change, which peers may be
-    /// held back. In stock mode the ramping peers' `down` bits are set
-    /// for this request.
-    pub fn ramp_before(&self, srv: usize, key: Option<&[u8]>, stock: bool) {
-        let (Some(zone), Some(i)) = (self.zone.as_ref(), self.sel_map.get(srv)) else {
-            return;
+    /// Before an upstream with `slow_start` balances a request: whether
+    /// some peer of the context ramps now (after a state change, which
+    /// peers may be held back is worked out again). Asked only when
+    /// [`ramp_may_be_active`] says so: while no ramp is active, that is
+    /// the whole cost of `slow_start`, a few loads and compares.
+    #[inline(never)] // its own symbol: scripts/bench-vnswrr counts it
+    pub fn ramp_active(&self, stock: bool) -> bool {
+        let Some(zone) = self.zone.as_ref() else {
+            return false;
         };
-        let Some(sel) = self.sels.get(i as usize) else {
-            return;
-        };
+        let changes = zone.header().changes();
+        let fast = &FAST[self.fast];
+        if self.ramp_seen.get() != changes {
+            self.ramp_seen.set(changes);
+            fast.seen.store(changes, Ordering::Relaxed);
+            self.work_out_ramps(zone);
+        }
+        let until = self.ramp_until.get();
+        fast.active.store(until != 0, Ordering::Relaxed);
+        if until == 0 {
+            return false;
+        }
+        if unix_ms() < until {
+            return true;
+        }
+        fast.active.store(false, Ordering::Relaxed);
+        // Every ramp is over; stock mode leaves each peer's bit as the
+        // checks say.
+        self.ramp_until.set(0);
+        if stock {
+            for sel in self.sels.iter().filter(|s| s.slow_start > 0) {
+                self.ramp_flags(zone, sel);
+            }
+        }
+        false
+    }
+
+    /// While a ramp is active ([`Context::ramp_active`]), before the
+    /// upstream `srv` balances a request: the request's draw, from its hash
+    /// key or the worker's sequence. In stock mode the ramping peers'
+    /// `down` bits are set for this request.
+    #[inline(never)] // its own symbol: scripts/bench-vnswrr counts it
+    pub fn ramp_draw(&self, srv: usize, key: Option<&[u8]>, stock: bool) {
         let draw = key.map_or_else(
             || {
                 let n = self.requests.get().wrapping_add(1);
@@ -611,12 +699,13 @@ impl Context {
             ramp::key_draw,
         );
         self.draw.set(draw);
-        let changes = zone.header().changes();
-        if self.ramp_seen.get() != changes {
-            self.ramp_seen.set(changes);
-            self.work_out_ramps(zone);
+        if !stock {
+            return;
         }
-        if stock {
+        let (Some(zone), Some(i)) = (self.zone.as_ref(), self.sel_map.get(srv)) else {
+            return;
+        };
+        if let Some(sel) = self.sels.get(i as usize) {
             self.ramp_flags(zone, sel);
         }
     }
@@ -626,6 +715,7 @@ impl Context {
     /// peers ramp.
     fn work_out_ramps(&self, zone: &Zone) {
         let now = unix_ms();
+        let mut until = 0;
         for sel in self.sels.iter().filter(|s| s.slow_start > 0) {
             let open: Vec<u32> = sel
                 .peers
@@ -649,11 +739,29 @@ impl Context {
                 let since = zone
                     .slot(p.0 as usize)
                     .map_or(0, |s| s.up_since.load(Ordering::Relaxed));
-                if len > 0 && Progress::at(since, now, u64::from(len)).is_some() {
-                    ramping.push(k);
+                match Progress::at(since, now, u64::from(sel.slow_start)) {
+                    Some(p) if len > 0 => {
+                        ramping.push(k);
+                        until = until.max(now + u64::from(p.left_ms()));
+                    }
+                    Some(_) => {}
+                    // A ramp that is over: the hook need not look again
+                    // (unless another return set it meanwhile).
+                    None if since != 0 => {
+                        if let Some(s) = zone.slot(p.0 as usize) {
+                            let _ = s.up_since.compare_exchange(
+                                since,
+                                0,
+                                Ordering::AcqRel,
+                                Ordering::Relaxed,
+                            );
+                        }
+                    }
+                    None => {}
                 }
             }
         }
+        self.ramp_until.set(until);
     }
 
     /// Stock mode: the `down` bit of each ramping peer of `sel` says

@@ -354,3 +354,93 @@ fn a_peer_down_mid_ramp_ramps_again_from_its_next_return() {
         "first fifth after the second return: {got:.3} of {n}, want 0.05"
     );
 }
+
+/// A TCP backend that writes its address to each connection and closes it.
+fn named_tcp() -> String {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let name = l.local_addr().unwrap().to_string();
+    let n = name.clone();
+    thread::spawn(move || {
+        for mut c in l.incoming().flatten() {
+            let _ = c.write_all(n.as_bytes());
+        }
+    });
+    name
+}
+
+/// Stream sessions ramp as http requests do (round robin, an operator's
+/// `up` as the return). Sessions are paced (a few hundred a second): each
+/// is a new connection.
+#[test]
+fn stream_sessions_ramp_the_same_way() {
+    use std::io::Read;
+    let (an, bn) = (named_tcp(), named_tcp());
+    let (port, sport) = (healthcheck_t::free_port(), healthcheck_t::free_port());
+    let _ng = Builder::default().start(&format!(
+        "stream {{
+    upstream s {{
+        server {an} max_fails=0;
+        server {bn} max_fails=0;
+        check type=tcp interval=200 rise=3 fall=1 timeout=1000 slow_start=10s;
+    }}
+    server {{ listen 127.0.0.1:{sport}; proxy_pass s; }}
+}}
+http {{
+    server {{
+        listen 127.0.0.1:{port};
+        location /status {{ healthcheck_status json; }}
+        location /admin {{ healthcheck_admin; }}
+    }}
+}}"
+    ));
+    wait_for(LONG, "both up", || {
+        let s = status(port)?;
+        (s.is_up(Kind::Stream, "s", &an) && s.is_up(Kind::Stream, "s", &bn)).then_some(())
+    });
+    let stop = Arc::new(AtomicBool::new(false));
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let client = {
+        let (stop, seen) = (Arc::clone(&stop), Arc::clone(&seen));
+        thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                if let Ok(mut c) = TcpStream::connect(("127.0.0.1", sport)) {
+                    let mut body = String::new();
+                    if c.read_to_string(&mut body).is_ok() && !body.is_empty() {
+                        seen.lock().unwrap().push((unix_ms(), 0usize, body));
+                    }
+                }
+                thread::sleep(Duration::from_millis(2));
+            }
+        })
+    };
+    let post = |action: &str| {
+        let r = healthcheck_t::client::http_request(
+            port,
+            "POST",
+            &format!("/admin?upstream=s&peer={an}&action={action}&group=stream"),
+            &[],
+            b"",
+        )
+        .unwrap();
+        assert_eq!(r.status, 200, "{}", r.text());
+    };
+    post("down");
+    post("up");
+    let t0 = status(port)
+        .unwrap()
+        .int(Kind::Stream, "s", &an, "last_change");
+    wait_for(
+        Duration::from_secs(20),
+        "the ramp and 2.5 s after it",
+        || (unix_ms() > t0 + RAMP_MS + 2_500).then_some(()),
+    );
+    stop.store(true, Ordering::Relaxed);
+    client.join().unwrap();
+    let seen = std::mem::take(&mut *seen.lock().unwrap());
+    assert_ramp(
+        "stream, round robin",
+        |from, to| share(&seen, &an, from, to),
+        t0,
+        0.5,
+    );
+}
