@@ -137,7 +137,7 @@ impl Inner {
         let g = group as usize;
         self.count_draining(g, ctx, zone);
         if group == Group::Http {
-            ctx.release_drain_bits();
+            ctx.drain_bits.release(ctx.zone.as_ref());
         }
         let changes = zone.header().changes();
         if changes == self.seen[g] {

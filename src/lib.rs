@@ -13,6 +13,7 @@ mod check;
 mod closer;
 mod conf;
 mod directive;
+mod drain;
 mod ejections;
 mod enforce;
 mod entry;

@@ -5,6 +5,7 @@
 //! `least_conn`, `random`, `vnswrr`) takes the worker's sequence.
 
 use core::ffi::{c_void, CStr};
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 use core::{mem, ptr, slice};
 use std::sync::OnceLock;
 
@@ -189,4 +190,59 @@ unsafe fn bytes<'a>(s: &ngx_str_t) -> &'a [u8] {
     }
     // SAFETY: per the contract.
     unsafe { slice::from_raw_parts(s.data, s.len) }
+}
+
+/// Per context (http, stream), what an upstream with `slow_start` asks
+/// before each selection without reaching the worker's state
+/// ([`ramp_may_be_active`]): the zone's change counter, the value of it
+/// the context last worked its ramps out at, and whether a ramp may be
+/// active. Written by the worker's context (`Context::ramp_active`); one
+/// process, one thread.
+struct FastRamp {
+    changes: AtomicPtr<AtomicU64>,
+    seen: AtomicU64,
+    active: AtomicBool,
+}
+
+static FAST: [FastRamp; 2] = [const {
+    FastRamp {
+        changes: AtomicPtr::new(ptr::null_mut()),
+        seen: AtomicU64::new(u64::MAX),
+        active: AtomicBool::new(false),
+    }
+}; 2];
+
+/// A new context of `group`, with its zone's change counter: nothing
+/// worked out yet. Returns its index for [`fast_seen`] and [`fast_active`].
+pub fn fast_reset(group: Group, changes: Option<&AtomicU64>) -> usize {
+    let f = &FAST[group as usize];
+    let changes = changes.map_or(ptr::null(), |c| c as *const AtomicU64);
+    f.changes.store(changes.cast_mut(), Ordering::Relaxed);
+    f.seen.store(u64::MAX, Ordering::Relaxed);
+    f.active.store(false, Ordering::Relaxed);
+    group as usize
+}
+
+/// The context worked its ramps out at change count `changes`.
+pub fn fast_seen(index: usize, changes: u64) {
+    FAST[index].seen.store(changes, Ordering::Relaxed);
+}
+
+/// Whether a ramp of the context may be active.
+pub fn fast_active(index: usize, active: bool) {
+    FAST[index].active.store(active, Ordering::Relaxed);
+}
+
+/// Whether the context's `Context::ramp_active` must be asked for
+/// `group`: a state changed since its ramps were worked out, or a ramp may
+/// be active.
+#[inline(never)] // its own symbol: scripts/bench-vnswrr counts it
+pub fn ramp_may_be_active(group: Group) -> bool {
+    let f = &FAST[group as usize];
+    let changes = f.changes.load(Ordering::Relaxed);
+    f.active.load(Ordering::Relaxed)
+        // SAFETY: NULL or the change counter of the context's zone, which
+        // outlives the context that set it (set again by each new one).
+        || unsafe { changes.as_ref() }
+            .is_some_and(|c| c.load(Ordering::Acquire) != f.seen.load(Ordering::Relaxed))
 }

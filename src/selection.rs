@@ -120,7 +120,7 @@ unsafe extern "C" fn http_init_peer(
             return NGX_ERROR as ngx_int_t;
         };
         let watch = before(Group::Http, us as usize, conf);
-        if conf.ramps() && crate::worker::ramp_may_be_active(Group::Http) {
+        if conf.ramps() && crate::ramp::ramp_may_be_active(Group::Http) {
             let stock = stock(Group::Http);
             process::with(|w| {
                 let ctx = w.context(Group::Http);
@@ -166,7 +166,7 @@ unsafe extern "C" fn stream_init_peer(
             return NGX_ERROR as ngx_int_t;
         };
         let watch = before(Group::Stream, us as usize, conf);
-        if conf.ramps() && crate::worker::ramp_may_be_active(Group::Stream) {
+        if conf.ramps() && crate::ramp::ramp_may_be_active(Group::Stream) {
             let stock = stock(Group::Stream);
             process::with(|w| {
                 let ctx = w.context(Group::Stream);

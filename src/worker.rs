@@ -8,7 +8,6 @@
 
 use core::cell::Cell;
 use core::sync::atomic::Ordering;
-use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64};
 use std::rc::Rc;
 
 use healthcheck_core::events::{By, State};
@@ -18,6 +17,7 @@ use ngx::ffi::{
     ngx_atomic_t, ngx_log_t, ngx_rwlock_unlock, ngx_rwlock_wlock, ngx_uint_t, NGX_LOG_WARN,
 };
 
+use crate::drain::DrainBits;
 use crate::ffi::{self, unix_ms};
 use crate::match_block::CompiledMatch;
 use crate::outlier;
@@ -63,8 +63,8 @@ pub struct Context {
     /// nginx's `NGX_HTTP_UPSTREAM_DRAINING` bit in `peer->down`, so that
     /// `sticky` sessions still reach it.
     drains: bool,
-    /// Peers (rr peer address -> slot) this worker gave that bit.
-    drain_bits: core::cell::RefCell<std::collections::HashMap<usize, u32>>,
+    /// Peers this worker gave that bit.
+    pub drain_bits: DrainBits,
     /// Per configured target: its `slow_start` length, ms, while its
     /// upstream has another peer to take what the ramp holds back (else
     /// 0: a ramp never leaves a request without a peer).
@@ -88,46 +88,11 @@ pub struct Context {
     requests: Cell<u32>,
 }
 
-/// Per context (http, stream), what an upstream with `slow_start` asks
-/// before each selection without reaching the worker's state
-/// ([`ramp_may_be_active`]): the zone's change counter, the value of it
-/// the context last worked its ramps out at, and whether a ramp may be
-/// active. Written by [`Context::ramp_active`]; one process, one thread.
-struct FastRamp {
-    changes: AtomicPtr<AtomicU64>,
-    seen: AtomicU64,
-    active: AtomicBool,
-}
-
-static FAST: [FastRamp; 2] = [const {
-    FastRamp {
-        changes: AtomicPtr::new(core::ptr::null_mut()),
-        seen: AtomicU64::new(u64::MAX),
-        active: AtomicBool::new(false),
-    }
-}; 2];
-
-/// Whether [`Context::ramp_active`] must be asked for `group`: a state
-/// changed since its ramps were worked out, or a ramp may be active.
-#[inline(never)] // its own symbol: scripts/bench-vnswrr counts it
-pub fn ramp_may_be_active(group: Group) -> bool {
-    let f = &FAST[group as usize];
-    let changes = f.changes.load(Ordering::Relaxed);
-    f.active.load(Ordering::Relaxed)
-        // SAFETY: NULL or the change counter of the context's zone, which
-        // outlives the context that set it (set again by each new one).
-        || unsafe { changes.as_ref() }
-            .is_some_and(|c| c.load(Ordering::Acquire) != f.seen.load(Ordering::Relaxed))
-}
-
 /// The bit of `peer->down` stock mode sets: the value of the `down`
 /// parameter (`NGX_HTTP_UPSTREAM_FAILED` in nginx 1.29.6+, where `down` is a
 /// bit mask and `drain` another bit). Every balancer skips a peer with it,
 /// 1.30's `sticky` too.
 const DOWN_BIT: ngx_uint_t = 1;
-
-/// nginx 1.29.6+'s `NGX_HTTP_UPSTREAM_DRAINING` bit of `peer->down`.
-const NGINX_DRAINING: ngx_uint_t = 8;
 
 /// What selection needs of one checked upstream.
 struct Selection {
@@ -267,16 +232,7 @@ impl Context {
             ramp_turns,
             ramp_seen: Cell::new(u64::MAX),
             ramp_until: Cell::new(0),
-            fast: {
-                let f = &FAST[group as usize];
-                let changes = zone.as_ref().map_or(core::ptr::null(), |z| {
-                    &z.header().changes as *const AtomicU64
-                });
-                f.changes.store(changes.cast_mut(), Ordering::Relaxed);
-                f.seen.store(u64::MAX, Ordering::Relaxed);
-                f.active.store(false, Ordering::Relaxed);
-                group as usize
-            },
+            fast: crate::ramp::fast_reset(group, zone.as_ref().map(|z| &z.header().changes)),
             draw: Cell::new(0),
             requests: Cell::new(0),
             zone,
@@ -334,9 +290,9 @@ impl Context {
                 let drained =
                     self.drains && s.is_some_and(|s| s.draining() && !s.vetoed_but_draining());
                 let veto = ngx_uint_t::from(!drained && s.is_some_and(Slot::vetoed));
-                if drained || self.drain_bits.borrow().contains_key(&(down as usize)) {
+                if drained || self.drain_bits.has(down as usize) {
                     // SAFETY: as below.
-                    unsafe { self.stock_drain_bit(down, slot, drained) };
+                    unsafe { self.drain_bits.stock(down, slot, drained) };
                 }
                 // SAFETY: the peer's `down` field, in this worker's memory
                 // or in the zone under the list's write lock; a peer that is
@@ -370,26 +326,6 @@ impl Context {
         sel.by_addr
             .get(sockaddr)
             .or_else(|| self.resolved.slot_by_addr(sel.resolve? as usize, sockaddr))
-    }
-
-    /// Stock mode: give the peer whose `down` field is `down` nginx's drain
-    /// bit, or take it back.
-    ///
-    /// # Safety
-    /// `down` is a peer's `down` field, under its list's write lock when
-    /// the list is shared.
-    unsafe fn stock_drain_bit(&self, down: *mut ngx_uint_t, slot: u32, drained: bool) {
-        let mut bits = self.drain_bits.borrow_mut();
-        // SAFETY: per the contract.
-        unsafe {
-            if drained {
-                *down |= NGINX_DRAINING;
-                bits.insert(down as usize, slot);
-            } else {
-                *down &= !NGINX_DRAINING;
-                bits.remove(&(down as usize));
-            }
-        }
     }
 
     /// nginx ended a proxied attempt to the peer at `sockaddr` of the
@@ -562,59 +498,15 @@ impl Context {
             return false;
         };
         if slot.vetoed() {
-            return !self.drains || !slot.draining() || slot.vetoed_but_draining() || {
-                self.drain_bit(addr, i)
-            };
+            return !self.drains
+                || !slot.draining()
+                || slot.vetoed_but_draining()
+                || self.drain_bits.hook(addr, i);
         }
         ramps
             && self.ramp_until.get() != 0
             && slot.up_since.load(Ordering::Relaxed) != 0
             && self.held_back(i as usize, slot)
-    }
-
-    /// A drained peer in an nginx with its own drain: nginx skips a peer
-    /// with the drain bit everywhere but in the `sticky` lookup, which
-    /// asks the hook; so a peer that has the bit is reached only from
-    /// there (and admitted), one that has not gets it now and is skipped.
-    fn drain_bit(&self, addr: usize, slot: u32) -> bool {
-        let down = addr as *mut ngx::ffi::ngx_http_upstream_rr_peer_t;
-        // SAFETY: the hook's peer, an http rr peer nginx is selecting
-        // from (under its list's lock when the list is shared).
-        unsafe {
-            if (*down).down & NGINX_DRAINING != 0 {
-                return false;
-            }
-            (*down).down |= NGINX_DRAINING;
-        }
-        if let Ok(mut bits) = self.drain_bits.try_borrow_mut() {
-            bits.insert(addr, slot);
-        }
-        true
-    }
-
-    /// Take nginx's drain bit back from peers an operator enabled again
-    /// (`crate::closer`, a few times a second).
-    pub fn release_drain_bits(&self) {
-        // Stock mode applies the bit with the rest of the state.
-        if crate::enforce::stock(Group::Http) {
-            return;
-        }
-        let Some(zone) = self.zone.as_ref() else {
-            return;
-        };
-        let Ok(mut bits) = self.drain_bits.try_borrow_mut() else {
-            return;
-        };
-        bits.retain(|&addr, &mut slot| {
-            if zone.slot(slot as usize).is_some_and(Slot::draining) {
-                return true;
-            }
-            let peer = addr as *mut ngx::ffi::ngx_http_upstream_rr_peer_t;
-            // SAFETY: a peer of this worker's configuration (the map is the
-            // context's, rebuilt with it).
-            unsafe { (*peer).down &= !NGINX_DRAINING };
-            false
-        });
     }
 
     /// `slow_start`: whether the ramp of the peer with slot `i` keeps the
@@ -658,21 +550,20 @@ impl Context {
             return false;
         };
         let changes = zone.header().changes();
-        let fast = &FAST[self.fast];
         if self.ramp_seen.get() != changes {
             self.ramp_seen.set(changes);
-            fast.seen.store(changes, Ordering::Relaxed);
+            crate::ramp::fast_seen(self.fast, changes);
             self.work_out_ramps(zone);
         }
         let until = self.ramp_until.get();
-        fast.active.store(until != 0, Ordering::Relaxed);
+        crate::ramp::fast_active(self.fast, until != 0);
         if until == 0 {
             return false;
         }
         if unix_ms() < until {
             return true;
         }
-        fast.active.store(false, Ordering::Relaxed);
+        crate::ramp::fast_active(self.fast, false);
         // Every ramp is over; stock mode leaves each peer's bit as the
         // checks say.
         self.ramp_until.set(0);
