@@ -136,8 +136,9 @@ impl Inner {
         };
         let g = group as usize;
         self.count_draining(g, ctx, zone);
-        if group == Group::Http {
-            ctx.drain_bits.release(ctx.zone.as_ref());
+        if group == Group::Http && ctx.drains() {
+            let peers = ctx.targets.iter().map(|t| (t.peer.peer as usize, t.index));
+            ctx.drain_bits.sync(ctx.zone.as_ref(), peers);
         }
         let changes = zone.header().changes();
         if changes == self.seen[g] {

@@ -41,9 +41,12 @@ impl DrainBits {
         true
     }
 
-    /// Take the bit back from peers an operator enabled again (the hook's
-    /// entries; `crate::closer`, a few times a second).
-    pub fn release(&self, zone: Option<&Zone>) {
+    /// A few times a second (`crate::closer`): give the bit to drained
+    /// peers the hook has not met yet (so that the first `sticky` session
+    /// after a drain finds it too), and take it back from peers an
+    /// operator enabled again. `peers` are the context's (rr peer address,
+    /// slot) pairs.
+    pub fn sync(&self, zone: Option<&Zone>, peers: impl Iterator<Item = (usize, u32)>) {
         // Stock mode applies the bit with the rest of the state.
         if crate::enforce::stock(Group::Http) {
             return;
@@ -51,6 +54,18 @@ impl DrainBits {
         let (Some(zone), Ok(mut bits)) = (zone, self.0.try_borrow_mut()) else {
             return;
         };
+        for (addr, slot) in peers {
+            let drained = zone
+                .slot(slot as usize)
+                .is_some_and(|s| s.draining() && !s.vetoed_but_draining());
+            if drained && !bits.contains_key(&addr) {
+                let peer = addr as *mut ngx_http_upstream_rr_peer_t;
+                // SAFETY: a configured http rr peer of this worker's
+                // configuration; one word, as the hook writes it.
+                unsafe { (*peer).down |= NGINX_DRAINING };
+                bits.insert(addr, slot);
+            }
+        }
         bits.retain(|&addr, &mut slot| {
             if zone.slot(slot as usize).is_some_and(Slot::draining) {
                 return true;

@@ -13,11 +13,12 @@ use healthcheck_core::status::Group;
 use ngx::ffi::{
     ngx_array_t, ngx_command_t, ngx_conf_t, ngx_http_complex_value, ngx_http_complex_value_t,
     ngx_http_conf_ctx_t, ngx_http_request_t, ngx_http_upstream_module,
-    ngx_http_upstream_srv_conf_t, ngx_module_t, ngx_str_t, ngx_stream_complex_value,
-    ngx_stream_complex_value_t, ngx_stream_session_t, ngx_stream_upstream_srv_conf_t, NGX_OK,
+    ngx_http_upstream_srv_conf_t, ngx_module_t, ngx_str_t, ngx_stream_complex_value_t,
+    ngx_stream_session_t, ngx_stream_upstream_srv_conf_t, NGX_OK,
 };
 
 use crate::ffi::find_global;
+use crate::stream_link::ngx_stream_complex_value;
 
 /// Where a request's key comes from.
 #[derive(Clone, Copy, Debug, Default)]

@@ -509,6 +509,11 @@ impl Context {
             && self.held_back(i as usize, slot)
     }
 
+    /// Whether nginx has a drain of its own here (`crate::drain`).
+    pub fn drains(&self) -> bool {
+        self.drains
+    }
+
     /// `slow_start`: whether the ramp of the peer with slot `i` keeps the
     /// request being balanced (its draw) off it.
     #[inline]

@@ -150,7 +150,7 @@ pub fn status_is_up(s: &str) -> bool {
 // --- JSON --------------------------------------------------------------------
 
 /// The keys of a JSON peer object.
-pub const JSON_PEER_KEYS: [&str; 29] = [
+pub const JSON_PEER_KEYS: [&str; 33] = [
     "index",
     "upstream",
     "name",
@@ -180,6 +180,10 @@ pub const JSON_PEER_KEYS: [&str; 29] = [
     "ejections",
     "ejected_until",
     "outlier",
+    "slow_start_ms",
+    "effective_weight",
+    "connections",
+    "sessions_shut",
 ];
 
 /// A JSON page: exactly the documented keys, totals and per-group totals.
@@ -265,7 +269,7 @@ check_port,last_delay,avg_delay,min_delay,max_delay,status";
 pub const CSV_OUR_COLUMNS: &str =
     "checks,fails_total,last_failure_reason,last_change,down_since,http_status,\
 server,backup,weight,admin,period_ms,grpc_status,ejections,ejected_until,outlier_requests,\
-outlier_failures,outlier_mean_ms";
+outlier_failures,outlier_mean_ms,slow_start_ms,effective_weight,connections,sessions_shut";
 
 /// Every record as column -> value, through a strict RFC 4180 parser
 /// (equal field counts, valid UTF-8).

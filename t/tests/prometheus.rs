@@ -8,13 +8,15 @@
 //!
 //! | type | reasons | default | full |
 //! |---|---|---|---|
-//! | tcp | refused timeout reset closed icmp-unreachable error | 9 | 27 |
-//! | udp | icmp-unreachable | 4 | 22 |
-//! | tcp with `expect` | the tcp six + mismatch invalid | 11 | 29 |
-//! | udp with `expect` | timeout icmp-unreachable error mismatch | 7 | 25 |
-//! | http | the tcp six + status mismatch invalid | 12 | 31 |
+//! | tcp | refused timeout reset closed icmp-unreachable error | 9 | 31 |
+//! | udp | icmp-unreachable | 4 | 26 |
+//! | tcp with `expect` | the tcp six + mismatch invalid | 11 | 33 |
+//! | udp with `expect` | timeout icmp-unreachable error mismatch | 7 | 29 |
+//! | http | the tcp six + status mismatch invalid | 12 | 35 |
 //!
 //! The full page adds `_rise`, `_fall`, `_last_change_timestamp_seconds`,
+//! the peer transitions' four (`_effective_weight`,
+//! `_slow_start_remaining_seconds`, `_draining`, `_sessions_shut_total`),
 //! the `nginx_upstream_server_check_duration_seconds` histogram (13
 //! buckets, `_sum`, `_count`) and, for http peers,
 //! `nginx_upstream_server_http_status`. Every page fetched here must pass
@@ -80,6 +82,13 @@ const ACTIVE: &str = "nginx_upstream_server_active";
 const CHECKS: &str = "nginx_upstream_server_checks_total";
 const FAILURES: &str = "nginx_upstream_server_check_failures_total";
 const LAST_DURATION: &str = "nginx_upstream_server_check_last_duration_seconds";
+/// The full page's peer-transition families, one series per peer.
+const TRANSITIONS: [&str; 4] = [
+    "nginx_upstream_server_effective_weight",
+    "nginx_upstream_server_slow_start_remaining_seconds",
+    "nginx_upstream_server_draining",
+    "nginx_upstream_server_sessions_shut_total",
+];
 const RISE: &str = "nginx_upstream_server_rise";
 const FALL: &str = "nginx_upstream_server_fall";
 const LAST_CHANGE: &str = "nginx_upstream_server_last_change_timestamp_seconds";
@@ -127,9 +136,10 @@ impl Check {
     }
 
     /// Series of one peer on the full page: rise, fall, last change, the
-    /// histogram's buckets, `_sum` and `_count`, and `http_status` for http.
+    /// transitions' four, the histogram's buckets, `_sum` and `_count`, and
+    /// `http_status` for http.
     fn full_series(self) -> usize {
-        self.lean_series() + 3 + BUCKETS + 2 + usize::from(self == Check::Http)
+        self.lean_series() + 3 + TRANSITIONS.len() + BUCKETS + 2 + usize::from(self == Check::Http)
     }
 }
 
@@ -239,6 +249,7 @@ fn assert_page_families(samples: &[Sample], full: bool, what: &str) {
     known.extend([ACTIVE, CHECKS, FAILURES, LAST_DURATION].map(String::from));
     if full {
         known.extend([RISE, FALL, LAST_CHANGE, HTTP_STATUS].map(String::from));
+        known.extend(TRANSITIONS.map(String::from));
         known.extend(["_bucket", "_sum", "_count"].map(|s| format!("{HISTOGRAM}{s}")));
     }
     for s in samples {
@@ -301,7 +312,7 @@ fn assert_full_peer(series: &[Sample], check: Check, what: &str) {
         .cloned()
         .collect();
     assert_lean_peer(&lean, check, what);
-    for f in [RISE, FALL, LAST_CHANGE] {
+    for f in [RISE, FALL, LAST_CHANGE].into_iter().chain(TRANSITIONS) {
         let n = series.iter().filter(|s| s.name == f).count();
         assert_eq!(n, 1, "{what}: {f} x{n}");
     }

@@ -56,6 +56,7 @@ fn conf(port: u16, a: &Backend, a_params: &str, b: &Backend) -> String {
         listen 127.0.0.1:{port};
         location /st {{ proxy_pass http://st; proxy_next_upstream off; }}
         location /status {{ healthcheck_status json; }}
+        location /admin {{ healthcheck_admin; }}
     }}
 }}",
         a = a.addr(),
@@ -135,4 +136,47 @@ fn a_draining_peer_keeps_its_sessions_until_its_check_fails() {
             "request {i} of the drained peer's session after it was seen down"
         );
     }
+}
+
+// Admin `drain` where nginx has its own drain: as the `drain` parameter,
+// sessions pinned to the peer still reach it, new ones never do; `enable`
+// ends it.
+#[test]
+fn an_admin_drained_peer_keeps_its_sticky_sessions() {
+    if !has_sticky() {
+        return;
+    }
+    let (a, b) = (Backend::start(), Backend::start());
+    let port = free_port();
+    let _ng = Nginx::start(&conf(port, &a, "", &b));
+    poll_status_json(port, SETTLE, "both peers up", |s| {
+        s.is_up(Kind::Http, "st", &a.addr()) && s.is_up(Kind::Http, "st", &b.addr())
+    });
+    let admin = |action: &str| {
+        let path = format!("/admin?upstream=st&peer={}&action={action}", a.addr());
+        let r = http_request(port, "POST", &path, &[], b"").expect("admin");
+        assert_eq!(r.status, 200, "{action}: {}", r.text());
+    };
+    admin("drain");
+    poll_status_json(port, SETTLE, "a draining", |s| {
+        s.peer_status(Kind::Http, "st", &a.addr()) == Some("draining")
+    });
+    for i in 0..5 {
+        let r = http_request(port, "GET", "/st", &[], b"").expect("request");
+        assert_eq!((r.status, r.text()), (200, b.port().to_string()), "new {i}");
+        assert_eq!(
+            get_with(port, "a"),
+            (200, a.port().to_string()),
+            "pinned {i}"
+        );
+    }
+    admin("enable");
+    poll_status_json(port, SETTLE, "a up again", |s| {
+        s.peer_status(Kind::Http, "st", &a.addr()) == Some("up")
+    });
+    let reached = (0..10).any(|_| {
+        let r = http_request(port, "GET", "/st", &[], b"").expect("request");
+        r.text() == a.port().to_string()
+    });
+    assert!(reached, "no new session reached a after enable");
 }
