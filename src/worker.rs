@@ -433,18 +433,6 @@ impl Context {
         }
     }
 
-    /// Is the peer at `addr` marked down by its check? Unknown peers (not
-    /// checked, or created at run time by `resolve`) are never down.
-    ///
-    /// `list` is the rr peer list the balancer is walking (0 = unknown): a
-    /// list of an upstream without `check` answers "not down" after one
-    /// comparison, so a round robin over thousands of unchecked servers
-    /// pays almost nothing per server for the hook.
-    #[inline]
-    pub fn peer_down(&self, list: usize, addr: usize) -> bool {
-        self.peer_out(list, addr, true)
-    }
-
     /// For `vnswrr`, whose ring caches a verdict that outlives the request
     /// but not one for this request alone: whether the peer at `addr` is
     /// out by its state (`Some(true)`), held back by its `slow_start` ramp
@@ -467,10 +455,17 @@ impl Context {
         (len != 0 && self.turn_held(i, slot, len)).then_some(false)
     }
 
-    /// Whether selection must skip the peer at `addr` of `list`: its state,
-    /// and with `ramps` its `slow_start` ramp too.
+    /// Must selection skip the peer at `addr`: marked down by its check, an
+    /// operator or an ejection, or held back from this request by its
+    /// `slow_start` ramp? Unknown peers (not checked, or created at run
+    /// time by `resolve`) are never down.
+    ///
+    /// `list` is the rr peer list the balancer is walking (0 = unknown): a
+    /// list of an upstream without `check` answers "not down" after one
+    /// comparison, so a round robin over thousands of unchecked servers
+    /// pays almost nothing per server for the hook.
     #[inline]
-    pub fn peer_out(&self, list: usize, addr: usize, ramps: bool) -> bool {
+    pub fn peer_down(&self, list: usize, addr: usize) -> bool {
         let mut value = 1;
         if list != 0 {
             let (last, v) = self.last_list.get();
@@ -503,8 +498,7 @@ impl Context {
                 || slot.vetoed_but_draining()
                 || self.drain_bits.hook(addr, i);
         }
-        ramps
-            && self.ramp_until.get() != 0
+        self.ramp_until.get() != 0
             && slot.up_since.load(Ordering::Relaxed) != 0
             && self.held_back(i as usize, slot)
     }
