@@ -2,7 +2,9 @@
 //! (docs/transitions.md): hash balancers admit a growing share of their
 //! keys, so for `hash KEY` the draw is a hash of the request's key and for
 //! `ip_hash` of the client's address; every other balancer (round robin,
-//! `least_conn`, `random`, `vnswrr`) takes the worker's sequence.
+//! `least_conn`, `random`, `vnswrr`) takes the worker's sequence. A
+//! request keeps its draw through the balancer's retries, so `random`,
+//! drawing again past a held-back peer, still meets it held back.
 
 use core::ffi::{c_void, CStr};
 use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
@@ -31,16 +33,6 @@ pub enum Key {
     Stream(*mut ngx_stream_complex_value_t),
     /// `ip_hash`: the client's address.
     ClientAddress,
-    /// The worker's sequence, admitted per turn: http's `random` draws
-    /// again when it meets a peer held back (`Progress::admits_turn`).
-    Turns,
-}
-
-impl Key {
-    /// Whether a held-back peer's turn goes to another draw.
-    pub fn turns(self) -> bool {
-        matches!(self, Key::Turns)
-    }
 }
 
 /// The `hash` module's srv conf of the upstream `srv`, when its `hash`
@@ -66,18 +58,10 @@ fn ip_hash_init() -> Option<usize> {
     (addr != 0).then_some(addr)
 }
 
-/// `random`'s `init_upstream` (see [`learn_init`]).
-fn random_init() -> Option<usize> {
-    static INIT: OnceLock<usize> = OnceLock::new();
-    let addr = *INIT.get_or_init(|| learn_init(c"ngx_http_upstream_random_module"));
-    (addr != 0).then_some(addr)
-}
-
 /// An http balancer's `init_upstream`, learned by running its directive's
 /// handler (public through its module's command table) without arguments
-/// on a scratch upstream conf: `ip_hash` and `random` only store their
-/// function and flags there (`random` returns before it reads its own
-/// conf). nginx keeps the functions themselves static. 0 when the module
+/// on a scratch upstream conf: `ip_hash` only stores its function and
+/// flags there. nginx keeps the function itself static. 0 when the module
 /// is not in this nginx.
 fn learn_init(module: &CStr) -> usize {
     let Some(m) = find_global(module) else {
@@ -131,9 +115,6 @@ pub unsafe fn of_upstream(proto: Group, srv: *mut c_void) -> Key {
                 let init = us.peer.init_upstream.map(|f| f as usize);
                 if init.is_some() && init == ip_hash_init() {
                     return Key::ClientAddress;
-                }
-                if init.is_some() && init == random_init() {
-                    return Key::Turns;
                 }
                 Key::Sequence
             }

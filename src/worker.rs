@@ -72,9 +72,6 @@ pub struct Context {
     /// Per configured target: the weight of the other selectable peers of
     /// its upstream (`vnswrr`'s turns, `Progress::admits_turn`).
     ramp_others: Vec<Cell<u32>>,
-    /// Per configured target: its balancer draws again past a held-back
-    /// peer (`random`): its ramp admits turns.
-    ramp_turns: Vec<bool>,
     /// `Header::changes` when `ramp_len` was last worked out.
     ramp_seen: Cell<u64>,
     /// Unix ms until which some peer of the context may ramp, 0 = none
@@ -161,7 +158,6 @@ impl Context {
         let mut sel_map = Vec::new();
         let mut resolve = Vec::new();
         let mut list_values = Vec::new();
-        let mut ramp_turns = Vec::new();
         for u in upstreams {
             let base = targets.len() as u32;
             let Some(check) = UpstreamCheck::new(u, base, matches, (group, block_log)) else {
@@ -202,8 +198,6 @@ impl Context {
                 check: Rc::clone(&check),
                 resolve: resolve_index,
             });
-            let turns = u.conf().ramp_key.turns();
-            ramp_turns.extend(u.peers.iter().map(|_| turns));
             for p in &u.peers {
                 targets.push(Target {
                     index: targets.len() as u32,
@@ -229,7 +223,6 @@ impl Context {
             drain_bits: Default::default(),
             ramp_len: (0..targets.len()).map(|_| Cell::new(0)).collect(),
             ramp_others: (0..targets.len()).map(|_| Cell::new(0)).collect(),
-            ramp_turns,
             ramp_seen: Cell::new(u64::MAX),
             ramp_until: Cell::new(0),
             fast: crate::ramp::fast_reset(group, zone.as_ref().map(|z| &z.header().changes)),
@@ -515,9 +508,6 @@ impl Context {
         let len = self.ramp_len.get(i).map_or(0, Cell::get);
         if len == 0 {
             return false;
-        }
-        if self.ramp_turns.get(i).copied().unwrap_or(false) {
-            return self.turn_held(i, slot, len);
         }
         let since = slot.up_since.load(Ordering::Relaxed);
         since != 0
