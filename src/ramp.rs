@@ -7,7 +7,7 @@
 //! drawing again past a held-back peer, still meets it held back.
 
 use core::ffi::{c_void, CStr};
-use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use core::{mem, ptr, slice};
 use std::sync::OnceLock;
 
@@ -33,6 +33,13 @@ pub enum Key {
     Stream(*mut ngx_stream_complex_value_t),
     /// `ip_hash`: the client's address.
     ClientAddress,
+}
+
+impl Key {
+    /// Whether the draw comes from the request (a hash balancer's key).
+    pub fn keyed(self) -> bool {
+        !matches!(self, Key::Sequence)
+    }
 }
 
 /// The `hash` module's srv conf of the upstream `srv`, when its `hash`
@@ -176,32 +183,39 @@ unsafe fn bytes<'a>(s: &ngx_str_t) -> &'a [u8] {
 
 /// Per context (http, stream), what an upstream with `slow_start` asks
 /// before each selection without reaching the worker's state
-/// ([`ramp_may_be_active`]): the zone's change counter, the value of it
-/// the context last worked its ramps out at, and whether a ramp may be
-/// active. Written by the worker's context (`Context::ramp_active`); one
-/// process, one thread.
+/// ([`ramp_fast`]): the zone's change counter and the value of it the
+/// context last worked its ramps out at, until when a ramp may be active
+/// (0 = none), and the request's time and draw, which the selection hook
+/// reads. Written by the worker's context (`Context::ramp_active`) and by
+/// [`ramp_fast`]; one process, one thread.
 struct FastRamp {
     changes: AtomicPtr<AtomicU64>,
     seen: AtomicU64,
-    active: AtomicBool,
+    until: AtomicU64,
+    now: AtomicU64,
+    draw: AtomicU32,
+    requests: AtomicU32,
 }
 
 static FAST: [FastRamp; 2] = [const {
     FastRamp {
         changes: AtomicPtr::new(ptr::null_mut()),
         seen: AtomicU64::new(u64::MAX),
-        active: AtomicBool::new(false),
+        until: AtomicU64::new(0),
+        now: AtomicU64::new(0),
+        draw: AtomicU32::new(0),
+        requests: AtomicU32::new(0),
     }
 }; 2];
 
 /// A new context of `group`, with its zone's change counter: nothing
-/// worked out yet. Returns its index for [`fast_seen`] and [`fast_active`].
+/// worked out yet. Returns its index for the other `fast_*` functions.
 pub fn fast_reset(group: Group, changes: Option<&AtomicU64>) -> usize {
     let f = &FAST[group as usize];
     let changes = changes.map_or(ptr::null(), |c| c as *const AtomicU64);
     f.changes.store(changes.cast_mut(), Ordering::Relaxed);
     f.seen.store(u64::MAX, Ordering::Relaxed);
-    f.active.store(false, Ordering::Relaxed);
+    f.until.store(0, Ordering::Relaxed);
     group as usize
 }
 
@@ -210,21 +224,68 @@ pub fn fast_seen(index: usize, changes: u64) {
     FAST[index].seen.store(changes, Ordering::Relaxed);
 }
 
-/// Whether a ramp of the context may be active.
-pub fn fast_active(index: usize, active: bool) {
-    FAST[index].active.store(active, Ordering::Relaxed);
+/// Until when (unix ms) a ramp of the context may be active, 0 = none.
+pub fn fast_until(index: usize, until: u64) {
+    FAST[index].until.store(until, Ordering::Relaxed);
 }
 
-/// Whether the context's `Context::ramp_active` must be asked for
-/// `group`: a state changed since its ramps were worked out, or a ramp may
-/// be active.
+/// The request being balanced is at `now` and takes the next draw of the
+/// worker's sequence.
+pub fn fast_prepare(index: usize, now: u64) {
+    let f = &FAST[index];
+    f.now.store(now, Ordering::Relaxed);
+    let n = f.requests.load(Ordering::Relaxed).wrapping_add(1);
+    f.requests.store(n, Ordering::Relaxed);
+    f.draw
+        .store(healthcheck_core::ramp::sequence(n), Ordering::Relaxed);
+}
+
+/// The request's draw (a hash balancer's key replaces the sequence's).
+pub fn fast_set_draw(index: usize, draw: u32) {
+    FAST[index].draw.store(draw, Ordering::Relaxed);
+}
+
+/// The request's time and draw.
+#[inline]
+pub fn fast_request(index: usize) -> (u64, u32) {
+    let f = &FAST[index];
+    (
+        f.now.load(Ordering::Relaxed),
+        f.draw.load(Ordering::Relaxed),
+    )
+}
+
+/// What [`ramp_fast`] found.
+pub enum Fast {
+    /// No ramp is active: nothing to do.
+    Idle,
+    /// A ramp is active and the request has its time and sequence draw.
+    Ready,
+    /// A state changed or a ramp ended: ask the context
+    /// (`Context::ramp_active`).
+    Slow,
+}
+
+/// Before an upstream with `slow_start` of `group` balances a request.
 #[inline(never)] // its own symbol: scripts/bench-vnswrr counts it
-pub fn ramp_may_be_active(group: Group) -> bool {
+pub fn ramp_fast(group: Group) -> Fast {
     let f = &FAST[group as usize];
     let changes = f.changes.load(Ordering::Relaxed);
-    f.active.load(Ordering::Relaxed)
-        // SAFETY: NULL or the change counter of the context's zone, which
-        // outlives the context that set it (set again by each new one).
-        || unsafe { changes.as_ref() }
-            .is_some_and(|c| c.load(Ordering::Acquire) != f.seen.load(Ordering::Relaxed))
+    // SAFETY: NULL or the change counter of the context's zone, which
+    // outlives the context that set it (set again by each new one).
+    let changed = unsafe { changes.as_ref() }
+        .is_some_and(|c| c.load(Ordering::Acquire) != f.seen.load(Ordering::Relaxed));
+    if changed {
+        return Fast::Slow;
+    }
+    let until = f.until.load(Ordering::Relaxed);
+    if until == 0 {
+        return Fast::Idle;
+    }
+    let now = crate::ffi::unix_ms();
+    if now >= until {
+        return Fast::Slow;
+    }
+    fast_prepare(group as usize, now);
+    Fast::Ready
 }

@@ -31,6 +31,7 @@ use crate::conf::UpsConf;
 use crate::enforce::{stock, Wrapped};
 use crate::ffi::guard;
 use crate::process;
+use crate::ramp::Fast;
 use crate::sessions::{Owner, Registration};
 use crate::upstream::UpstreamRef;
 use healthcheck_core::outlier::Attempt;
@@ -120,16 +121,20 @@ unsafe extern "C" fn http_init_peer(
             return NGX_ERROR as ngx_int_t;
         };
         let watch = before(Group::Http, us as usize, conf);
-        if conf.ramps() && crate::ramp::ramp_may_be_active(Group::Http) {
+        if conf.ramps() {
             let stock = stock(Group::Http);
-            process::with(|w| {
-                let ctx = w.context(Group::Http);
-                if ctx.ramp_active(stock) {
-                    // SAFETY: the request being balanced, of this upstream.
-                    let key = unsafe { crate::ramp::http_key(conf.ramp_key, r) };
-                    ctx.ramp_draw(us as usize, key, stock);
+            let ready = match crate::ramp::ramp_fast(Group::Http) {
+                Fast::Idle => false,
+                Fast::Ready => true,
+                Fast::Slow => {
+                    process::with(|w| w.context(Group::Http).ramp_active(stock)).unwrap_or(false)
                 }
-            });
+            };
+            if ready && (stock || conf.ramp_key.keyed()) {
+                // SAFETY: the request being balanced, of this upstream.
+                let key = unsafe { crate::ramp::http_key(conf.ramp_key, r) };
+                process::with(|w| w.context(Group::Http).ramp_draw(us as usize, key, stock));
+            }
         }
         // SAFETY: the balancer's own init, with nginx's arguments.
         let rc = unsafe { init(r, us) };
@@ -166,16 +171,20 @@ unsafe extern "C" fn stream_init_peer(
             return NGX_ERROR as ngx_int_t;
         };
         let watch = before(Group::Stream, us as usize, conf);
-        if conf.ramps() && crate::ramp::ramp_may_be_active(Group::Stream) {
+        if conf.ramps() {
             let stock = stock(Group::Stream);
-            process::with(|w| {
-                let ctx = w.context(Group::Stream);
-                if ctx.ramp_active(stock) {
-                    // SAFETY: the session being balanced, of this upstream.
-                    let key = unsafe { crate::ramp::stream_key(conf.ramp_key, s) };
-                    ctx.ramp_draw(us as usize, key, stock);
+            let ready = match crate::ramp::ramp_fast(Group::Stream) {
+                Fast::Idle => false,
+                Fast::Ready => true,
+                Fast::Slow => {
+                    process::with(|w| w.context(Group::Stream).ramp_active(stock)).unwrap_or(false)
                 }
-            });
+            };
+            if ready && (stock || conf.ramp_key.keyed()) {
+                // SAFETY: the session being balanced, of this upstream.
+                let key = unsafe { crate::ramp::stream_key(conf.ramp_key, s) };
+                process::with(|w| w.context(Group::Stream).ramp_draw(us as usize, key, stock));
+            }
         }
         // SAFETY: the balancer's own init, with nginx's arguments.
         let rc = unsafe { init(s, us) };

@@ -21,12 +21,13 @@ use crate::drain::DrainBits;
 use crate::ffi::{self, unix_ms};
 use crate::match_block::CompiledMatch;
 use crate::outlier;
+use crate::ramp;
 use crate::resolved::{ResolveUps, Resolved};
 use crate::shm::{Slot, Zone};
 use crate::target::{Target, UpstreamCheck};
 use crate::upstream::UpstreamRef;
 use healthcheck_core::outlier::Attempt;
-use healthcheck_core::ramp::{self, Progress};
+use healthcheck_core::ramp::{self as core_ramp, Progress};
 use healthcheck_core::status::Group;
 
 /// The checked peers of one context.
@@ -79,10 +80,6 @@ pub struct Context {
     ramp_until: Cell<u64>,
     /// Its index in `FAST`.
     fast: usize,
-    /// The draw of the request being balanced (`healthcheck_core::ramp`),
-    /// and the worker's count of requests for the Weyl sequence.
-    draw: Cell<u32>,
-    requests: Cell<u32>,
 }
 
 /// The bit of `peer->down` stock mode sets: the value of the `down`
@@ -226,8 +223,6 @@ impl Context {
             ramp_seen: Cell::new(u64::MAX),
             ramp_until: Cell::new(0),
             fast: crate::ramp::fast_reset(group, zone.as_ref().map(|z| &z.header().changes)),
-            draw: Cell::new(0),
-            requests: Cell::new(0),
             zone,
             targets,
             map,
@@ -510,9 +505,10 @@ impl Context {
             return false;
         }
         let since = slot.up_since.load(Ordering::Relaxed);
-        since != 0
-            && Progress::at(since, unix_ms(), u64::from(len))
-                .is_some_and(|p| !p.admits(self.draw.get()))
+        since != 0 && {
+            let (now, draw) = ramp::fast_request(self.fast);
+            Progress::at(since, now, u64::from(len)).is_some_and(|p| !p.admits(draw))
+        }
     }
 
     /// As [`Context::held_back`] for a balancer that gives a held-back
@@ -524,14 +520,15 @@ impl Context {
         }
         let weight = self.targets.get(i).map_or(1, |t| t.peer.weight);
         let others = self.ramp_others.get(i).map_or(0, Cell::get);
-        Progress::at(since, unix_ms(), u64::from(len))
-            .is_some_and(|p| !p.admits_turn(self.draw.get(), weight, others))
+        let (now, draw) = ramp::fast_request(self.fast);
+        Progress::at(since, now, u64::from(len))
+            .is_some_and(|p| !p.admits_turn(draw, weight, others))
     }
 
     /// Before an upstream with `slow_start` balances a request: whether
     /// some peer of the context ramps now (after a state change, which
     /// peers may be held back is worked out again). Asked only when
-    /// [`ramp_may_be_active`] says so: while no ramp is active, that is
+    /// `crate::ramp::ramp_fast` says so: while no ramp is active, that is
     /// the whole cost of `slow_start`, a few loads and compares.
     #[inline(never)] // its own symbol: scripts/bench-vnswrr counts it
     pub fn ramp_active(&self, stock: bool) -> bool {
@@ -541,18 +538,21 @@ impl Context {
         let changes = zone.header().changes();
         if self.ramp_seen.get() != changes {
             self.ramp_seen.set(changes);
-            crate::ramp::fast_seen(self.fast, changes);
+            ramp::fast_seen(self.fast, changes);
             self.work_out_ramps(zone);
         }
         let until = self.ramp_until.get();
-        crate::ramp::fast_active(self.fast, until != 0);
+        ramp::fast_until(self.fast, until);
         if until == 0 {
             return false;
         }
-        if unix_ms() < until {
+        let now = unix_ms();
+        if now < until {
+            // The sequence's draw; a keyed balancer's comes in `ramp_draw`.
+            ramp::fast_prepare(self.fast, now);
             return true;
         }
-        crate::ramp::fast_active(self.fast, false);
+        ramp::fast_until(self.fast, 0);
         // Every ramp is over; stock mode leaves each peer's bit as the
         // checks say.
         self.ramp_until.set(0);
@@ -564,21 +564,15 @@ impl Context {
         false
     }
 
-    /// While a ramp is active ([`Context::ramp_active`]), before the
-    /// upstream `srv` balances a request: the request's draw, from its hash
-    /// key or the worker's sequence. In stock mode the ramping peers'
-    /// `down` bits are set for this request.
+    /// While a ramp is active ([`Context::ramp_active`], which drew from
+    /// the worker's sequence), for a hash balancer or in stock mode: the
+    /// request's draw from its hash key (`None`: the sequence's stays), and
+    /// in stock mode the ramping peers' `down` bits for this request.
     #[inline(never)] // its own symbol: scripts/bench-vnswrr counts it
     pub fn ramp_draw(&self, srv: usize, key: Option<&[u8]>, stock: bool) {
-        let draw = key.map_or_else(
-            || {
-                let n = self.requests.get().wrapping_add(1);
-                self.requests.set(n);
-                ramp::sequence(n)
-            },
-            ramp::key_draw,
-        );
-        self.draw.set(draw);
+        if let Some(key) = key {
+            ramp::fast_set_draw(self.fast, core_ramp::key_draw(key));
+        }
         if !stock {
             return;
         }
@@ -654,7 +648,7 @@ impl Context {
         if ramping.is_empty() {
             return;
         }
-        let (now, draw) = (unix_ms(), self.draw.get());
+        let (now, draw) = (unix_ms(), ramp::fast_request(self.fast).1);
         ramping.retain(|&k| {
             let Some(&(slot, down, list)) = sel.peers.get(k) else {
                 return false;
