@@ -15,12 +15,10 @@ use healthcheck_core::status::Group;
 use ngx::ffi::{
     ngx_array_t, ngx_command_t, ngx_conf_t, ngx_http_complex_value, ngx_http_complex_value_t,
     ngx_http_conf_ctx_t, ngx_http_request_t, ngx_http_upstream_module,
-    ngx_http_upstream_srv_conf_t, ngx_module_t, ngx_str_t, ngx_stream_complex_value_t,
-    ngx_stream_session_t, ngx_stream_upstream_srv_conf_t, NGX_OK,
+    ngx_http_upstream_srv_conf_t, ngx_module_t, ngx_str_t, NGX_OK,
 };
 
 use crate::ffi::find_global;
-use crate::stream_link::ngx_stream_complex_value;
 
 /// Where a request's key comes from.
 #[derive(Clone, Copy, Debug, Default)]
@@ -30,7 +28,6 @@ pub enum Key {
     Sequence,
     /// The upstream's `hash` key (its first srv conf field, a complex value).
     Http(*mut ngx_http_complex_value_t),
-    Stream(*mut ngx_stream_complex_value_t),
     /// `ip_hash`: the client's address.
     ClientAddress,
 }
@@ -58,51 +55,106 @@ unsafe fn hash_key(srv_conf: *mut *mut c_void, module: &CStr) -> Option<*mut c_v
     set.then_some(conf)
 }
 
-/// `ip_hash`'s `init_upstream` (see [`learn_init`]).
-fn ip_hash_init() -> Option<usize> {
-    static INIT: OnceLock<usize> = OnceLock::new();
-    let addr = *INIT.get_or_init(|| learn_init(c"ngx_http_upstream_ip_hash_module"));
-    (addr != 0).then_some(addr)
+/// What the balancers' directive handlers store, learned once (see
+/// [`learn`]): the `init_upstream` of `ip_hash`, `hash` and `hash ...
+/// consistent`, the keepalive module's, and where its conf keeps the
+/// `init_upstream` it wraps (in words). 0: not in this nginx.
+#[derive(Clone, Copy, Default)]
+struct Learned {
+    ip_hash: usize,
+    hash: usize,
+    chash: usize,
+    keepalive: usize,
+    keepalive_original: Option<usize>,
 }
 
-/// An http balancer's `init_upstream`, learned by running its directive's
-/// handler (public through its module's command table) without arguments
-/// on a scratch upstream conf: `ip_hash` only stores its function and
-/// flags there. nginx keeps the function itself static. 0 when the module
-/// is not in this nginx.
-fn learn_init(module: &CStr) -> usize {
+fn learned() -> Learned {
+    static LEARNED: OnceLock<Learned> = OnceLock::new();
+    *LEARNED.get_or_init(|| {
+        const SENTINEL: usize = 0x5eed_5eed_5eed_5eed;
+        let (keepalive, own) = learn(
+            c"ngx_http_upstream_keepalive_module",
+            &[c"keepalive", c"1"],
+            SENTINEL,
+        );
+        Learned {
+            ip_hash: learn(c"ngx_http_upstream_ip_hash_module", &[c"ip_hash"], 0).0,
+            hash: learn(c"ngx_http_upstream_hash_module", &[c"hash", c"k"], 0).0,
+            chash: learn(
+                c"ngx_http_upstream_hash_module",
+                &[c"hash", c"k", c"consistent"],
+                0,
+            )
+            .0,
+            keepalive,
+            keepalive_original: own.iter().position(|&w| w == SENTINEL),
+        }
+    })
+}
+
+/// Run the directive `args[0]` of the http module `module` with `args` on
+/// a scratch upstream conf whose `init_upstream` is `before` (0: none) and
+/// a scratch conf of the module's own: returns the `init_upstream` it
+/// left and the module's conf words. The handlers of `ip_hash`, `hash`
+/// (with a constant key, which nginx compiles without the configuration)
+/// and `keepalive` store their function, flags and arguments there and
+/// nothing else; nginx keeps the functions themselves static.
+/// The arguments are NUL-terminated, as nginx's are (handlers compare
+/// them with `ngx_strcmp`).
+fn learn(module: &CStr, args: &[&'static CStr], before: usize) -> (usize, [usize; 32]) {
+    let mut own = [0usize; 32];
     let Some(m) = find_global(module) else {
-        return 0;
+        return (0, own);
     };
-    // SAFETY: a module's command table ends with a null command; the first
-    // is the balancer's directive. The scratch structures are what the
-    // handler reads: the conf context's srv conf array at the upstream
-    // module's index, and the arguments (the directive's name alone).
+    // SAFETY: a module's command table ends with a null command. The
+    // scratch structures are what these handlers read: the conf context's
+    // srv conf array at the upstream module's index, and the arguments.
     unsafe {
-        let cmd: *mut ngx_command_t = (*m.cast::<ngx_module_t>()).commands;
+        let mut cmd: *mut ngx_command_t = (*m.cast::<ngx_module_t>()).commands;
+        while let Some(c) = cmd.as_ref() {
+            if c.name.len == 0 {
+                return (0, own);
+            }
+            if slice::from_raw_parts(c.name.data, c.name.len) == args[0].to_bytes() {
+                break;
+            }
+            cmd = cmd.add(1);
+        }
         let Some(set) = cmd.as_ref().and_then(|c| c.set) else {
-            return 0;
+            return (0, own);
         };
         let mut scratch: ngx_http_upstream_srv_conf_t = mem::zeroed();
+        if before != 0 {
+            scratch.peer.init_upstream =
+                mem::transmute::<usize, ngx::ffi::ngx_http_upstream_init_pt>(before);
+        }
         let index = ngx_http_upstream_module.ctx_index;
         let mut srv: Vec<*mut c_void> = vec![ptr::null_mut(); index + 1];
         srv[index] = (&raw mut scratch).cast();
         let mut ctx: ngx_http_conf_ctx_t = mem::zeroed();
         ctx.srv_conf = srv.as_mut_ptr();
-        let mut name = (*cmd).name;
-        let mut args: ngx_array_t = mem::zeroed();
-        args.elts = (&raw mut name).cast();
-        args.nelts = 1;
-        args.size = mem::size_of::<ngx_str_t>();
-        args.nalloc = 1;
+        let mut words: Vec<ngx_str_t> = args
+            .iter()
+            .map(|a| ngx_str_t {
+                len: a.to_bytes().len(),
+                data: a.as_ptr().cast_mut().cast(),
+            })
+            .collect();
+        let mut array: ngx_array_t = mem::zeroed();
+        array.elts = words.as_mut_ptr().cast();
+        array.nelts = words.len();
+        array.size = mem::size_of::<ngx_str_t>();
+        array.nalloc = words.len();
         let mut cf: ngx_conf_t = mem::zeroed();
         cf.ctx = (&raw mut ctx).cast();
-        cf.args = &mut args;
-        // Room for the module's own srv conf, never written without
-        // arguments.
-        let mut own = [0usize; 16];
+        cf.args = &mut array;
+        // A handler that refused would log: through the running cycle's
+        // log (no file name without `conf_file`).
+        cf.cycle = ngx::ffi::ngx_cycle;
+        cf.log = (*ngx::ffi::ngx_cycle).log;
         set(&mut cf, cmd, own.as_mut_ptr().cast());
-        scratch.peer.init_upstream.map_or(0, |f| f as usize)
+        let init = scratch.peer.init_upstream.map_or(0, |f| f as usize);
+        (init, own)
     }
 }
 
@@ -116,22 +168,37 @@ pub unsafe fn of_upstream(proto: Group, srv: *mut c_void) -> Key {
         match proto {
             Group::Http => {
                 let us = &*srv.cast::<ngx_http_upstream_srv_conf_t>();
-                if let Some(k) = hash_key(us.srv_conf, c"ngx_http_upstream_hash_module") {
-                    return Key::Http(k.cast());
+                let l = learned();
+                let mut init = us.peer.init_upstream.map_or(0, |f| f as usize);
+                // `keepalive` wraps the balancer's: the one it keeps.
+                if init != 0 && init == l.keepalive {
+                    let ka = find_global(c"ngx_http_upstream_keepalive_module");
+                    init = match (ka, l.keepalive_original) {
+                        (Some(m), Some(at)) => {
+                            let kcf = *us.srv_conf.add((*m.cast::<ngx_module_t>()).ctx_index);
+                            kcf.cast::<usize>().add(at).read()
+                        }
+                        _ => 0,
+                    };
                 }
-                let init = us.peer.init_upstream.map(|f| f as usize);
-                if init.is_some() && init == ip_hash_init() {
+                if init == 0 {
+                    return Key::Sequence;
+                }
+                // The key is set only when `hash` is the balancer (the
+                // hash module leaves it uninitialised otherwise).
+                if init == l.hash || init == l.chash {
+                    if let Some(k) = hash_key(us.srv_conf, c"ngx_http_upstream_hash_module") {
+                        return Key::Http(k.cast());
+                    }
+                }
+                if init == l.ip_hash {
                     return Key::ClientAddress;
                 }
                 Key::Sequence
             }
-            Group::Stream => {
-                let us = &*srv.cast::<ngx_stream_upstream_srv_conf_t>();
-                match hash_key(us.srv_conf, c"ngx_stream_upstream_hash_module") {
-                    Some(k) => Key::Stream(k.cast()),
-                    None => Key::Sequence,
-                }
-            }
+            // Stream's hash conf is not learned here: stream sessions draw
+            // from the sequence whatever the balancer (docs/transitions.md).
+            Group::Stream => Key::Sequence,
         }
     }
 }
@@ -149,23 +216,6 @@ pub unsafe fn http_key<'a>(key: Key, r: *mut ngx_http_request_t) -> Option<&'a [
                 (ngx_http_complex_value(r, cv, &mut v) == NGX_OK as isize).then(|| bytes(&v))
             }
             Key::ClientAddress => Some(bytes(&(*(*r).connection).addr_text)),
-            _ => None,
-        }
-    }
-}
-
-/// The session's key bytes (`None`: the sequence).
-///
-/// # Safety
-/// `s` is a live session of an upstream whose key is `key`.
-pub unsafe fn stream_key<'a>(key: Key, s: *mut ngx_stream_session_t) -> Option<&'a [u8]> {
-    // SAFETY: per the contract.
-    unsafe {
-        match key {
-            Key::Stream(cv) => {
-                let mut v: ngx_str_t = mem::zeroed();
-                (ngx_stream_complex_value(s, cv, &mut v) == NGX_OK as isize).then(|| bytes(&v))
-            }
             _ => None,
         }
     }

@@ -181,9 +181,8 @@ unsafe extern "C" fn stream_init_peer(
                 }
             };
             if ready && (stock || conf.ramp_key.keyed()) {
-                // SAFETY: the session being balanced, of this upstream.
-                let key = unsafe { crate::ramp::stream_key(conf.ramp_key, s) };
-                process::with(|w| w.context(Group::Stream).ramp_draw(us as usize, key, stock));
+                // Stream sessions draw from the sequence (`crate::ramp`).
+                process::with(|w| w.context(Group::Stream).ramp_draw(us as usize, None, stock));
             }
         }
         // SAFETY: the balancer's own init, with nginx's arguments.

@@ -25,8 +25,8 @@ use core::mem;
 use core::sync::atomic::{AtomicPtr, Ordering};
 
 use ngx::ffi::{
-    ngx_conf_t, ngx_int_t, ngx_module_t, ngx_peer_connection_t, ngx_str_t,
-    ngx_stream_complex_value_t, ngx_stream_session_t, ngx_stream_upstream_srv_conf_t, NGX_ERROR,
+    ngx_conf_t, ngx_int_t, ngx_module_t, ngx_peer_connection_t, ngx_stream_session_t,
+    ngx_stream_upstream_srv_conf_t, NGX_ERROR,
 };
 
 use crate::ffi::find_global;
@@ -41,11 +41,6 @@ type InitRrPeer = unsafe extern "C" fn(
     *mut ngx_stream_upstream_srv_conf_t,
 ) -> ngx_int_t;
 type GetRr = unsafe extern "C" fn(*mut ngx_peer_connection_t, *mut c_void) -> ngx_int_t;
-type ComplexValue = unsafe extern "C" fn(
-    *mut ngx_stream_session_t,
-    *mut ngx_stream_complex_value_t,
-    *mut ngx_str_t,
-) -> ngx_int_t;
 
 /// A function of `ngx_stream_module.so` (or of the binary), cached.
 struct Cached {
@@ -75,11 +70,10 @@ impl Cached {
 static INIT_RR: Cached = Cached::new(c"ngx_stream_upstream_init_round_robin");
 static INIT_RR_PEER: Cached = Cached::new(c"ngx_stream_upstream_init_round_robin_peer");
 static GET_RR: Cached = Cached::new(c"ngx_stream_upstream_get_round_robin_peer");
-static COMPLEX_VALUE: Cached = Cached::new(c"ngx_stream_complex_value");
 
 /// Look the cached functions up again (see the module docs for when).
 pub fn refresh() {
-    for f in [&INIT_RR, &INIT_RR_PEER, &GET_RR, &COMPLEX_VALUE] {
+    for f in [&INIT_RR, &INIT_RR_PEER, &GET_RR] {
         f.refresh();
     }
 }
@@ -147,22 +141,6 @@ pub unsafe fn ngx_stream_upstream_get_round_robin_peer(
     match GET_RR.get() {
         // SAFETY: as above.
         Some(p) => unsafe { mem::transmute::<*mut c_void, GetRr>(p)(pc, data) },
-        None => NGX_ERROR as ngx_int_t,
-    }
-}
-
-/// nginx's `ngx_stream_complex_value` (a `hash` key, for `slow_start`).
-///
-/// # Safety
-/// As for the C function.
-pub unsafe fn ngx_stream_complex_value(
-    s: *mut ngx_stream_session_t,
-    val: *mut ngx_stream_complex_value_t,
-    value: *mut ngx_str_t,
-) -> ngx_int_t {
-    match COMPLEX_VALUE.get() {
-        // SAFETY: as above.
-        Some(p) => unsafe { mem::transmute::<*mut c_void, ComplexValue>(p)(s, val, value) },
         None => NGX_ERROR as ngx_int_t,
     }
 }
