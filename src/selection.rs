@@ -106,6 +106,26 @@ fn before(proto: Group, srv: usize, conf: &UpsConf) -> bool {
         || conf.shuts_sessions()
 }
 
+/// `slow_start`, before the balancer's own `peer.init` for upstream
+/// `srv`: the request's time and draw while a ramp is active (`key`: a
+/// hash balancer's key, asked only then), and in stock mode the ramping
+/// peers' `down` bits.
+fn ramp<'a>(proto: Group, srv: usize, conf: &UpsConf, key: impl FnOnce() -> Option<&'a [u8]>) {
+    if !conf.ramps() {
+        return;
+    }
+    let stock = stock(proto);
+    let ready = match crate::ramp::ramp_fast(proto) {
+        Fast::Idle => false,
+        Fast::Ready => true,
+        Fast::Slow => process::with(|w| w.context(proto).ramp_active(stock)).unwrap_or(false),
+    };
+    if ready && (stock || conf.ramp_key.keyed()) {
+        let key = key();
+        process::with(|w| w.context(proto).ramp_draw(srv, key, stock));
+    }
+}
+
 unsafe extern "C" fn http_init_peer(
     r: *mut ngx_http_request_t,
     us: *mut ngx_http_upstream_srv_conf_t,
@@ -121,21 +141,10 @@ unsafe extern "C" fn http_init_peer(
             return NGX_ERROR as ngx_int_t;
         };
         let watch = before(Group::Http, us as usize, conf);
-        if conf.ramps() {
-            let stock = stock(Group::Http);
-            let ready = match crate::ramp::ramp_fast(Group::Http) {
-                Fast::Idle => false,
-                Fast::Ready => true,
-                Fast::Slow => {
-                    process::with(|w| w.context(Group::Http).ramp_active(stock)).unwrap_or(false)
-                }
-            };
-            if ready && (stock || conf.ramp_key.keyed()) {
-                // SAFETY: the request being balanced, of this upstream.
-                let key = unsafe { crate::ramp::http_key(conf.ramp_key, r) };
-                process::with(|w| w.context(Group::Http).ramp_draw(us as usize, key, stock));
-            }
-        }
+        // SAFETY: the request being balanced, of this upstream.
+        ramp(Group::Http, us as usize, conf, || unsafe {
+            crate::ramp::http_key(conf.ramp_key, r)
+        });
         // SAFETY: the balancer's own init, with nginx's arguments.
         let rc = unsafe { init(r, us) };
         if rc != NGX_OK as ngx_int_t || !watch {
@@ -171,20 +180,8 @@ unsafe extern "C" fn stream_init_peer(
             return NGX_ERROR as ngx_int_t;
         };
         let watch = before(Group::Stream, us as usize, conf);
-        if conf.ramps() {
-            let stock = stock(Group::Stream);
-            let ready = match crate::ramp::ramp_fast(Group::Stream) {
-                Fast::Idle => false,
-                Fast::Ready => true,
-                Fast::Slow => {
-                    process::with(|w| w.context(Group::Stream).ramp_active(stock)).unwrap_or(false)
-                }
-            };
-            if ready && (stock || conf.ramp_key.keyed()) {
-                // Stream sessions draw from the sequence (`crate::ramp`).
-                process::with(|w| w.context(Group::Stream).ramp_draw(us as usize, None, stock));
-            }
-        }
+        // Stream sessions draw from the sequence (`crate::ramp`).
+        ramp(Group::Stream, us as usize, conf, || None);
         // SAFETY: the balancer's own init, with nginx's arguments.
         let rc = unsafe { init(s, us) };
         if rc != NGX_OK as ngx_int_t || !watch {
