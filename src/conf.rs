@@ -141,6 +141,9 @@ pub struct UpsConf {
     pub wrapped: Option<Wrapped>,
     /// `slow_start`: where a request's key comes from (`crate::ramp`).
     pub ramp_key: crate::ramp::Key,
+    /// `slow_start` alone wraps `peer.init`, and only while a ramp is
+    /// active (`crate::ramp::Lazy`).
+    pub lazy: Option<crate::ramp::Lazy>,
     /// The per-upstream state of the balancer the module installed: the
     /// `vnswrr` balancer's, which builds it in its `init_upstream` and
     /// alone knows its type (`crate::vnswrr`).

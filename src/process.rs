@@ -113,10 +113,10 @@ pub fn peer_down(proto: Group, list: usize, peer: usize) -> bool {
 
 /// `vnswrr`'s question about `peer` (`Context::peer_verdict`): out by
 /// its state, held back by a ramp for this request, or open.
-pub fn peer_verdict(proto: Group, peer: usize) -> Option<bool> {
+pub fn peer_verdict(proto: Group, list: usize, peer: usize) -> Option<bool> {
     // SAFETY: as in `peer_down`.
     let state = unsafe { (*STATE.state.get()).as_ref() };
-    state.and_then(|s| s.worker.context(proto).peer_verdict(peer))
+    state.and_then(|s| s.worker.context(proto).peer_verdict(list, peer))
 }
 
 /// Build the state of a worker (or single) process and start its probes.

@@ -15,9 +15,10 @@ use healthcheck_core::status::Group;
 use ngx::ffi::{
     ngx_array_t, ngx_command_t, ngx_conf_t, ngx_http_complex_value, ngx_http_complex_value_t,
     ngx_http_conf_ctx_t, ngx_http_request_t, ngx_http_upstream_module,
-    ngx_http_upstream_srv_conf_t, ngx_module_t, ngx_str_t, NGX_OK,
+    ngx_http_upstream_srv_conf_t, ngx_module_t, ngx_str_t, ngx_stream_upstream_srv_conf_t, NGX_OK,
 };
 
+use crate::enforce::Wrapped;
 use crate::ffi::find_global;
 
 /// Where a request's key comes from.
@@ -303,6 +304,48 @@ pub fn fast_request(index: usize) -> (u64, u32) {
         f.now.load(Ordering::Relaxed),
         f.draw.load(Ordering::Relaxed),
     )
+}
+
+/// An upstream whose only reason for the module's `peer.init` is
+/// `slow_start` with a balancer that draws from the sequence, in patched
+/// mode: the worker puts that `peer.init` in front of the balancer's only
+/// while a ramp of the context is active, so that with none the upstream's
+/// selection runs exactly as without `slow_start`. The hook notices a ramp
+/// (a peer's return time is set) and installs it (`Context::ramp_active`).
+#[derive(Clone, Copy)]
+pub struct Lazy {
+    /// The upstream's srv conf (`ngx_http_upstream_srv_conf_t` or
+    /// `ngx_stream_upstream_srv_conf_t`, by the variant of `ours`).
+    pub srv: *mut c_void,
+    /// The module's `peer.init`.
+    pub ours: Wrapped,
+    /// The balancer's (or keepalive's) own.
+    pub theirs: Wrapped,
+}
+
+impl Lazy {
+    /// Put the module's `peer.init` in front (`on`) or take it away.
+    ///
+    /// # Safety
+    /// `srv` is the upstream's srv conf, of the variant's context, in the
+    /// running configuration; no selection of it is under way but the one
+    /// in whose `peer.init` this may run (which already read the field).
+    pub unsafe fn set(&self, on: bool) {
+        let init = if on { self.ours } else { self.theirs };
+        // SAFETY: per the contract.
+        unsafe {
+            match init {
+                Wrapped::Http(f) => {
+                    (*self.srv.cast::<ngx_http_upstream_srv_conf_t>()).peer.init = f
+                }
+                Wrapped::Stream(f) => {
+                    (*self.srv.cast::<ngx_stream_upstream_srv_conf_t>())
+                        .peer
+                        .init = f
+                }
+            }
+        }
+    }
 }
 
 /// What [`ramp_fast`] found.

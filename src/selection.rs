@@ -65,19 +65,38 @@ pub unsafe fn wrap(proto: Group, ups: &[UpstreamRef]) {
         }
         // SAFETY: `srv` is the block's srv conf of `proto`'s upstream
         // module; nginx set `peer.init` in its init_main_conf.
-        unsafe {
+        let (theirs, ours) = unsafe {
             match proto {
                 Group::Http => {
                     let us = &mut *u.srv.cast::<ngx_http_upstream_srv_conf_t>();
-                    c.wrapped = Some(Wrapped::Http(us.peer.init));
-                    us.peer.init = Some(http_init_peer);
+                    (
+                        Wrapped::Http(us.peer.init),
+                        Wrapped::Http(Some(http_init_peer)),
+                    )
                 }
                 Group::Stream => {
                     let us = &mut *u.srv.cast::<ngx_stream_upstream_srv_conf_t>();
-                    c.wrapped = Some(Wrapped::Stream(us.peer.init));
-                    us.peer.init = Some(stream_init_peer);
+                    (
+                        Wrapped::Stream(us.peer.init),
+                        Wrapped::Stream(Some(stream_init_peer)),
+                    )
                 }
             }
+        };
+        c.wrapped = Some(theirs);
+        let lazy = crate::ramp::Lazy {
+            srv: u.srv,
+            ours,
+            theirs,
+        };
+        // Only `slow_start`, drawing from the sequence: the worker puts
+        // ours in front while a ramp is active (`crate::ramp::Lazy`).
+        let only_ramps = !stock && !counted && u.resolve_lines == 0 && !c.ramp_key.keyed();
+        if only_ramps {
+            c.lazy = Some(lazy);
+        } else {
+            // SAFETY: as above; the configuration is being finished.
+            unsafe { lazy.set(true) };
         }
     }
 }

@@ -8,6 +8,7 @@ use core::ffi::c_void;
 
 use core::mem::size_of;
 
+use healthcheck_core::ptrmap::Dense;
 use healthcheck_core::status::Group;
 use ngx::ffi::{
     ngx_array_t, ngx_atomic_t, ngx_str_t, ngx_uint_t, sockaddr, sockaddr_in, sockaddr_in6,
@@ -123,6 +124,29 @@ impl UpstreamRef {
     pub fn conf(&self) -> &UpsConf {
         // SAFETY: srv confs live in the cycle pool for the cycle's lifetime.
         unsafe { &*self.conf }
+    }
+
+    /// Per list: its peers' slots by address when nginx allocated them as
+    /// one array (none for an upstream with `resolve` lines, whose lists
+    /// change); `base` is the slot of its first peer.
+    pub fn arrays(&self, group: Group, base: u32) -> Vec<Dense> {
+        let stride = match group {
+            Group::Http => size_of::<ngx::ffi::ngx_http_upstream_rr_peer_t>(),
+            Group::Stream => size_of::<ngx::ffi::ngx_stream_upstream_rr_peer_t>(),
+        };
+        (0..self.lists.len())
+            .map(|k| {
+                let peers: Vec<(usize, u32)> = (base..)
+                    .zip(&self.peers)
+                    .filter(|(_, p)| p.list as usize == k)
+                    .map(|(i, p)| (p.peer as usize, i))
+                    .collect();
+                match self.resolve_lines {
+                    0 => Dense::new(&peers, stride).unwrap_or_default(),
+                    _ => Dense::default(),
+                }
+            })
+            .collect()
     }
 }
 

@@ -485,14 +485,14 @@ macro_rules! balancer {
                 }
             }
 
-            fn check_down(peer: *mut Peer) -> bool {
-                crate::process::peer_down($proto, 0, peer as usize)
+            fn check_down(list: *const c_void, peer: *mut Peer) -> bool {
+                crate::process::peer_down($proto, list as usize, peer as usize)
             }
 
             /// `Some(true)`: out by its state; `Some(false)`: held back by
             /// a ramp for this request alone.
-            fn verdict(peer: *mut Peer) -> Option<bool> {
-                crate::process::peer_verdict($proto, peer as usize)
+            fn verdict(list: *const c_void, peer: *mut Peer) -> Option<bool> {
+                crate::process::peer_verdict($proto, list as usize, peer as usize)
             }
 
             /// nginx's single-peer path: no ring, no tried bitmap, no
@@ -505,7 +505,7 @@ macro_rules! balancer {
                 unsafe {
                     let peer = (*peers).peer;
                     // A ramp never holds back the only peer.
-                    if peer.is_null() || (*peer).down != 0 || check_down(peer) {
+                    if peer.is_null() || (*peer).down != 0 || check_down(peers.cast(), peer) {
                         return ptr::null_mut();
                     }
                     if (*peer).max_conns != 0 && (*peer).conns >= (*peer).max_conns {
@@ -555,6 +555,7 @@ macro_rules! balancer {
                 if group.peers.len() != group.ring.peers() || number != group.peers.len() {
                     return Pick::Mismatch;
                 }
+                let list = peers as *const c_void;
                 let Group {
                     ring, peers: live, ..
                 } = group;
@@ -573,7 +574,7 @@ macro_rules! balancer {
                     // SAFETY: live, read-locked peers; the tried bitmap
                     // covers the larger group.
                     unsafe {
-                        let verdict = verdict(peer);
+                        let verdict = verdict(list, peer);
                         if (*peer).down != 0 || verdict == Some(true) {
                             return Verdict::SkipCached;
                         }

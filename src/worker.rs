@@ -11,7 +11,7 @@ use core::sync::atomic::Ordering;
 use std::rc::Rc;
 
 use healthcheck_core::events::{By, State};
-use healthcheck_core::ptrmap::PtrMap;
+use healthcheck_core::ptrmap::{Dense, PtrMap};
 use healthcheck_core::reason::Reason;
 use ngx::ffi::{
     ngx_atomic_t, ngx_log_t, ngx_rwlock_unlock, ngx_rwlock_wlock, ngx_uint_t, NGX_LOG_WARN,
@@ -42,7 +42,9 @@ pub struct Context {
     /// The list last asked about and whether it is in `lists` (balancers
     /// ask about every peer of one list in a row).
     /// (the list's `lists` value, 0 = not checked).
-    last_list: Cell<(usize, u32)>,
+    last_list: Cell<(usize, ListView)>,
+    /// Per entry of `lists`: what the hook needs of the list.
+    list_views: Vec<ListView>,
     /// `check_state_file` of the context (full path).
     pub state_file: Option<Vec<u8>>,
     /// `check_max_inflight` of the context's block (or its default): the
@@ -80,6 +82,10 @@ pub struct Context {
     ramp_until: Cell<u64>,
     /// Its index in `FAST`.
     fast: usize,
+    /// Upstreams whose `peer.init` the module puts in front only while a
+    /// ramp is active (`ramp::Lazy`), and whether it is there now.
+    lazy: Vec<ramp::Lazy>,
+    armed: Cell<bool>,
 }
 
 /// The bit of `peer->down` stock mode sets: the value of the `down`
@@ -87,6 +93,16 @@ pub struct Context {
 /// bit mask and `drain` another bit). Every balancer skips a peer with it,
 /// 1.30's `sticky` too.
 const DOWN_BIT: ngx_uint_t = 1;
+
+/// What the hook needs of a checked rr peer list.
+#[derive(Clone, Copy, Default)]
+struct ListView {
+    /// 1, or its resolve upstream's index + 2 (0: not checked).
+    value: u32,
+    /// Its peers' slots by address, when nginx allocated them as one
+    /// array (no `zone`, no `resolve`); else `map` answers.
+    dense: Dense,
+}
 
 /// What selection needs of one checked upstream.
 struct Selection {
@@ -155,12 +171,15 @@ impl Context {
         let mut sel_map = Vec::new();
         let mut resolve = Vec::new();
         let mut list_values = Vec::new();
+        let mut list_views = Vec::new();
+        let mut lazy = Vec::new();
         for u in upstreams {
             let base = targets.len() as u32;
             let Some(check) = UpstreamCheck::new(u, base, matches, (group, block_log)) else {
                 continue;
             };
             let check = Rc::new(check);
+            lazy.extend(u.conf().lazy);
             let has_resolve = u.resolve_lines > 0 && !u.config.is_null();
             let resolve_index = has_resolve.then_some(resolve.len() as u32);
             if has_resolve {
@@ -176,7 +195,13 @@ impl Context {
             }
             // Each checked list: 1, or its resolve upstream's index + 2.
             let list_value = resolve_index.map_or(1, |r| r + 2);
-            list_values.extend(u.lists.iter().map(|&l| (l as usize, list_value)));
+            for (&l, dense) in u.lists.iter().zip(u.arrays(group, base)) {
+                list_values.push((l as usize, list_views.len() as u32));
+                list_views.push(ListView {
+                    value: list_value,
+                    dense,
+                });
+            }
             sel_map.push((u.srv as usize, sels.len() as u32));
             sels.push(Selection {
                 locks: u.locks.clone(),
@@ -223,11 +248,14 @@ impl Context {
             ramp_seen: Cell::new(u64::MAX),
             ramp_until: Cell::new(0),
             fast: crate::ramp::fast_reset(group, zone.as_ref().map(|z| &z.header().changes)),
+            lazy,
+            armed: Cell::new(false),
             zone,
             targets,
             map,
             lists,
-            last_list: Cell::new((0, 0)),
+            last_list: Cell::new((0, ListView::default())),
+            list_views,
             state_file: None,
             max_inflight: healthcheck_core::conf::MAX_INFLIGHT_DEFAULT,
             max_connections: Default::default(),
@@ -426,21 +454,43 @@ impl Context {
     /// out by its state (`Some(true)`), held back by its `slow_start` ramp
     /// for this request (`Some(false)`), or open (`None`).
     #[inline]
-    pub fn peer_verdict(&self, addr: usize) -> Option<bool> {
-        let zone = self.zone.as_ref()?;
-        let i = match self.map.get(addr) {
-            Some(i) => i as usize,
-            None => return None,
-        };
+    pub fn peer_verdict(&self, list: usize, addr: usize) -> Option<bool> {
+        let view = self.list_view(list);
+        let zone = self.zone.as_ref().filter(|_| view.value != 0)?;
+        let i = view.dense.get(addr).or_else(|| self.map.get(addr))? as usize;
         let slot = zone.slot(i)?;
         if slot.vetoed() {
             return Some(true);
         }
-        if self.ramp_until.get() == 0 || slot.up_since.load(Ordering::Relaxed) == 0 {
+        if slot.up_since.load(Ordering::Relaxed) == 0 || !self.ramp_ready(i, slot) {
             return None;
         }
         let len = self.ramp_len.get(i).map_or(0, Cell::get);
         (len != 0 && self.turn_held(i, slot, len)).then_some(false)
+    }
+
+    /// What the hooks need of the list `list` (0: unknown, looked up by
+    /// address alone).
+    #[inline(always)]
+    fn list_view(&self, list: usize) -> ListView {
+        if list == 0 {
+            return ListView {
+                value: 1,
+                dense: Dense::default(),
+            };
+        }
+        let (last, v) = self.last_list.get();
+        if last == list {
+            return v;
+        }
+        let v = self
+            .lists
+            .get(list)
+            .and_then(|k| self.list_views.get(k as usize))
+            .copied()
+            .unwrap_or_default();
+        self.last_list.set((list, v));
+        v
     }
 
     /// Must selection skip the peer at `addr`: marked down by its check, an
@@ -454,27 +504,17 @@ impl Context {
     /// pays almost nothing per server for the hook.
     #[inline]
     pub fn peer_down(&self, list: usize, addr: usize) -> bool {
-        let mut value = 1;
-        if list != 0 {
-            let (last, v) = self.last_list.get();
-            value = if last == list {
-                v
-            } else {
-                let v = self.lists.get(list).unwrap_or(0);
-                self.last_list.set((list, v));
-                v
-            };
-            if value == 0 {
-                return false;
-            }
+        let view = self.list_view(list);
+        if view.value == 0 {
+            return false;
         }
         let Some(zone) = self.zone.as_ref() else {
             return false;
         };
-        let i = match self.map.get(addr) {
+        let i = match view.dense.get(addr).or_else(|| self.map.get(addr)) {
             Some(i) => i,
             // A resolve upstream's list: a resolved peer, or none of ours.
-            None if value >= 2 => return self.resolved.down(value as usize - 2, addr),
+            None if view.value >= 2 => return self.resolved.down(view.value as usize - 2, addr),
             None => return false,
         };
         let Some(slot) = zone.slot(i as usize) else {
@@ -486,9 +526,37 @@ impl Context {
                 || slot.vetoed_but_draining()
                 || self.drain_bits.hook(addr, i);
         }
+        slot.up_since.load(Ordering::Relaxed) != 0 && self.ramp_holds(i as usize, slot)
+    }
+
+    /// The hook's question for a peer whose return time is set: does its
+    /// ramp hold this request back?
+    #[cold]
+    #[inline(never)]
+    fn ramp_holds(&self, i: usize, slot: &Slot) -> bool {
+        self.ramp_ready(i, slot) && self.held_back(i, slot)
+    }
+
+    /// For a peer whose return time is set: is a ramp active? One not yet
+    /// noticed is worked out now (its upstreams get `ramp::Lazy`'s
+    /// `peer.init`, this request a draw). Without `slow_start` the return
+    /// time is cleared, so that the hook stops looking.
+    fn ramp_ready(&self, i: usize, slot: &Slot) -> bool {
+        if self
+            .targets
+            .get(i)
+            .is_some_and(|t| t.check.conf.slow_start_ms == 0)
+        {
+            let since = slot.up_since.load(Ordering::Relaxed);
+            let _ = slot
+                .up_since
+                .compare_exchange(since, 0, Ordering::AcqRel, Ordering::Relaxed);
+            return false;
+        }
+        if !self.armed.get() {
+            self.ramp_active(false);
+        }
         self.ramp_until.get() != 0
-            && slot.up_since.load(Ordering::Relaxed) != 0
-            && self.held_back(i as usize, slot)
     }
 
     /// Whether nginx has a drain of its own here (`crate::drain`).
@@ -536,32 +604,39 @@ impl Context {
             return false;
         };
         let changes = zone.header().changes();
-        if self.ramp_seen.get() != changes {
+        let now = unix_ms();
+        let until = self.ramp_until.get();
+        let over = until != 0 && now >= until;
+        if over && stock {
+            // Every ramp is over; stock mode leaves each peer's bit as the
+            // checks say.
+            for sel in self.sels.iter().filter(|s| s.slow_start > 0) {
+                self.ramp_flags(zone, sel);
+            }
+        }
+        // After a change, or when the ramps are over (their return times
+        // are cleared then, so that the hook stops looking).
+        if over || self.ramp_seen.get() != changes {
             self.ramp_seen.set(changes);
             ramp::fast_seen(self.fast, changes);
             self.work_out_ramps(zone);
         }
         let until = self.ramp_until.get();
         ramp::fast_until(self.fast, until);
-        if until == 0 {
-            return false;
-        }
-        let now = unix_ms();
-        if now < until {
-            // The sequence's draw; a keyed balancer's comes in `ramp_draw`.
-            ramp::fast_prepare(self.fast, now);
-            return true;
-        }
-        ramp::fast_until(self.fast, 0);
-        // Every ramp is over; stock mode leaves each peer's bit as the
-        // checks say.
-        self.ramp_until.set(0);
-        if stock {
-            for sel in self.sels.iter().filter(|s| s.slow_start > 0) {
-                self.ramp_flags(zone, sel);
+        let active = until > now;
+        if self.armed.replace(active) != active {
+            for l in &self.lazy {
+                // SAFETY: the upstreams of this context's configuration;
+                // this runs in the hook or in the module's `peer.init`,
+                // before the balancer's own.
+                unsafe { l.set(active) };
             }
         }
-        false
+        if active {
+            // The sequence's draw; a keyed balancer's comes in `ramp_draw`.
+            ramp::fast_prepare(self.fast, now);
+        }
+        active
     }
 
     /// While a ramp is active ([`Context::ramp_active`], which drew from

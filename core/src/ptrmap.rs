@@ -68,9 +68,90 @@ impl PtrMap {
     }
 }
 
+/// The peers of one list that nginx allocated as one array, in list
+/// order at a fixed stride, their indices consecutive: an address maps to
+/// its index by arithmetic, at the same cost for every list (a `PtrMap`'s
+/// probes depend on where the addresses fall).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Dense {
+    base: usize,
+    /// Bytes the array spans (0: maps nothing).
+    span: usize,
+    /// `ceil(2^64 / stride)`: `off * magic >> 64` is `off / stride` for
+    /// every offset of the array.
+    magic: u64,
+    first: u32,
+}
+
+impl Dense {
+    /// `peers`: `(address, index)` in list order. `None` unless the
+    /// addresses are `stride` apart and the indices consecutive.
+    pub fn new(peers: &[(usize, u32)], stride: usize) -> Option<Dense> {
+        let &(base, first) = peers.first()?;
+        if stride < 2 || base == 0 {
+            return None;
+        }
+        let span = peers.len().checked_mul(stride)?;
+        base.checked_add(span)?;
+        // Offsets below 2^32 keep `off * magic >> 64` exact (below).
+        if span > u32::MAX as usize {
+            return None;
+        }
+        for (k, &(a, i)) in peers.iter().enumerate() {
+            if a != base + k * stride || u64::from(i) != u64::from(first) + k as u64 {
+                return None;
+            }
+        }
+        u32::try_from(u64::from(first) + peers.len() as u64 - 1).ok()?;
+        let magic = ((1u128 << 64).div_ceil(stride as u128)) as u64;
+        Some(Dense {
+            base,
+            span,
+            magic,
+            first,
+        })
+    }
+
+    /// The index of the peer at `addr`, when it is in the array.
+    #[inline]
+    pub fn get(&self, addr: usize) -> Option<u32> {
+        let off = addr.wrapping_sub(self.base);
+        if off >= self.span {
+            return None;
+        }
+        // off = k * stride + j (j < stride): off * magic = k * 2^64 plus
+        // less than 2^64 while off < 2^32, so the high word is k.
+        let k = ((off as u128 * u128::from(self.magic)) >> 64) as u32;
+        Some(self.first + k)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dense_maps_an_array_and_nothing_else() {
+        let peers: Vec<(usize, u32)> = (0..5).map(|k| (0x1000 + k * 200, 7 + k as u32)).collect();
+        let d = Dense::new(&peers, 200).unwrap();
+        for &(a, i) in &peers {
+            assert_eq!(d.get(a), Some(i));
+        }
+        assert_eq!(d.get(0x1000 - 200), None);
+        assert_eq!(d.get(0x1000 + 5 * 200), None);
+        assert_eq!(d.get(0), None);
+        assert_eq!(Dense::default().get(0x1000), None);
+        // A gap, a wrong stride, indices out of order: not dense.
+        let mut gap = peers.clone();
+        gap[3].0 += 8;
+        assert_eq!(Dense::new(&gap, 200), None);
+        assert_eq!(Dense::new(&peers, 208), None);
+        let mut swapped = peers.clone();
+        swapped.swap(1, 2);
+        assert_eq!(Dense::new(&swapped, 200), None);
+        assert_eq!(Dense::new(&[], 200), None);
+        assert_eq!(Dense::new(&peers[..1], 1), None);
+    }
     use proptest::prelude::*;
 
     #[test]
@@ -100,6 +181,21 @@ mod tests {
             if !keys.contains(&probe) {
                 prop_assert_eq!(m.get(probe), None);
             }
+        }
+
+        #[test]
+        fn dense_finds_every_peer(n in 1usize..3000, stride in 2usize..1024,
+                                  base in 1usize..(1 << 47), first in 0u32..1_000_000) {
+            let peers: Vec<(usize, u32)> =
+                (0..n).map(|k| (base + k * stride, first + k as u32)).collect();
+            let d = Dense::new(&peers, stride).unwrap();
+            for &(a, i) in &peers {
+                prop_assert_eq!(d.get(a), Some(i));
+                // An address inside a peer maps to that peer.
+                prop_assert_eq!(d.get(a + stride - 1), Some(i));
+            }
+            prop_assert_eq!(d.get(base.wrapping_sub(1)), None);
+            prop_assert_eq!(d.get(base + n * stride), None);
         }
 
         #[test]
