@@ -37,13 +37,12 @@ pub struct Context {
     pub targets: Vec<Target>,
     /// `rr peer address -> index`.
     pub map: PtrMap,
-    /// The rr peer lists (primary and backup) of checked upstreams.
+    /// The rr peer lists (primary and backup) of checked upstreams, to
+    /// their index in `list_views`.
     lists: PtrMap,
-    /// The list last asked about and whether it is in `lists` (balancers
-    /// ask about every peer of one list in a row).
-    /// (the list's `lists` value, 0 = not checked).
-    last_list: Cell<(usize, ListView)>,
-    /// Per entry of `lists`: what the hook needs of the list.
+    /// The list last asked about and its `list_views` index + 1, 0 = not
+    /// checked (balancers ask about every peer of one list in a row).
+    last_list: Cell<(usize, u32)>,
     list_views: Vec<ListView>,
     /// `check_state_file` of the context (full path).
     pub state_file: Option<Vec<u8>>,
@@ -95,13 +94,20 @@ pub struct Context {
 const DOWN_BIT: ngx_uint_t = 1;
 
 /// What the hook needs of a checked rr peer list.
-#[derive(Clone, Copy, Default)]
 struct ListView {
-    /// 1, or its resolve upstream's index + 2 (0: not checked).
+    /// 1, or its resolve upstream's index + 2.
     value: u32,
     /// Its peers' slots by address, when nginx allocated them as one
     /// array (no `zone`, no `resolve`); else `map` answers.
     dense: Dense,
+}
+
+impl ListView {
+    /// A list the hook was not told: peers are looked up by address.
+    const UNKNOWN: ListView = ListView {
+        value: 1,
+        dense: Dense::NONE,
+    };
 }
 
 /// What selection needs of one checked upstream.
@@ -254,7 +260,7 @@ impl Context {
             targets,
             map,
             lists,
-            last_list: Cell::new((0, ListView::default())),
+            last_list: Cell::new((0, 0)),
             list_views,
             state_file: None,
             max_inflight: healthcheck_core::conf::MAX_INFLIGHT_DEFAULT,
@@ -455,8 +461,8 @@ impl Context {
     /// for this request (`Some(false)`), or open (`None`).
     #[inline]
     pub fn peer_verdict(&self, list: usize, addr: usize) -> Option<bool> {
-        let view = self.list_view(list);
-        let zone = self.zone.as_ref().filter(|_| view.value != 0)?;
+        let view = self.list_view(list)?;
+        let zone = self.zone.as_ref()?;
         let i = view.dense.get(addr).or_else(|| self.map.get(addr))? as usize;
         let slot = zone.slot(i)?;
         if slot.vetoed() {
@@ -470,27 +476,18 @@ impl Context {
     }
 
     /// What the hooks need of the list `list` (0: unknown, looked up by
-    /// address alone).
+    /// address alone); `None`: a list of an upstream without `check`.
     #[inline(always)]
-    fn list_view(&self, list: usize) -> ListView {
+    fn list_view(&self, list: usize) -> Option<&ListView> {
         if list == 0 {
-            return ListView {
-                value: 1,
-                dense: Dense::default(),
-            };
+            return Some(&ListView::UNKNOWN);
         }
-        let (last, v) = self.last_list.get();
-        if last == list {
-            return v;
+        let (last, mut k) = self.last_list.get();
+        if last != list {
+            k = self.lists.get(list).map_or(0, |k| k + 1);
+            self.last_list.set((list, k));
         }
-        let v = self
-            .lists
-            .get(list)
-            .and_then(|k| self.list_views.get(k as usize))
-            .copied()
-            .unwrap_or_default();
-        self.last_list.set((list, v));
-        v
+        self.list_views.get(k.checked_sub(1)? as usize)
     }
 
     /// Must selection skip the peer at `addr`: marked down by its check, an
@@ -504,10 +501,9 @@ impl Context {
     /// pays almost nothing per server for the hook.
     #[inline]
     pub fn peer_down(&self, list: usize, addr: usize) -> bool {
-        let view = self.list_view(list);
-        if view.value == 0 {
+        let Some(view) = self.list_view(list) else {
             return false;
-        }
+        };
         let Some(zone) = self.zone.as_ref() else {
             return false;
         };

@@ -84,6 +84,14 @@ pub struct Dense {
 }
 
 impl Dense {
+    /// Maps nothing.
+    pub const NONE: Dense = Dense {
+        base: 0,
+        span: 0,
+        magic: 0,
+        first: 0,
+    };
+
     /// `peers`: `(address, index)` in list order. `None` unless the
     /// addresses are `stride` apart and the indices consecutive.
     pub fn new(peers: &[(usize, u32)], stride: usize) -> Option<Dense> {
