@@ -685,11 +685,15 @@ impl Context {
                     .slot(p.0 as usize)
                     .map_or(0, |s| s.up_since.load(Ordering::Relaxed));
                 match Progress::at(since, now, u64::from(sel.slow_start)) {
-                    Some(p) if len > 0 => {
-                        ramping.push(k);
+                    // Held back only with another peer open; either way
+                    // `until` covers it, so that its return time is
+                    // cleared when it is over.
+                    Some(p) => {
+                        if len > 0 {
+                            ramping.push(k);
+                        }
                         until = until.max(now + u64::from(p.left_ms()));
                     }
-                    Some(_) => {}
                     // A ramp that is over: the hook need not look again
                     // (unless another return set it meanwhile).
                     None if since != 0 => {

@@ -6,7 +6,8 @@
 //! be within 25% of 10, 30, 50, 70 and 90% of its full share (half the
 //! requests), then its full share. With `hash $arg_k`, of the keys that map to A, the
 //! share A serves grows the same way while the keys of B never move. A
-//! peer that goes down mid-ramp starts its ramp again at its next return.
+//! peer that goes down mid-ramp starts its ramp again at its next return,
+//! and one that returns after its ramp ended ramps again.
 //! Upstream connections are kept alive: thousands of requests a second on
 //! fresh connections would run the loopback out of ports.
 
@@ -348,6 +349,46 @@ fn a_peer_down_mid_ramp_ramps_again_from_its_next_return() {
         (unix_ms() > t0 + RAMP_MS / 5 + 100).then_some(())
     });
     let seen = rec.finish();
+    let (got, n) = share(&seen, &an, t0, t0 + RAMP_MS / 5);
+    assert!(
+        n >= 200 && (got / 0.05 - 1.0).abs() <= 0.25,
+        "first fifth after the second return: {got:.3} of {n}, want 0.05"
+    );
+}
+
+#[test]
+fn a_peer_returning_after_a_finished_ramp_ramps_again() {
+    // With no ramp left, a worker selects without the module's per-request
+    // step; the hook must notice the next return all the same.
+    let (a, an) = backend();
+    let (_b, bn) = backend();
+    let port = healthcheck_t::free_port();
+    let _ng = Builder::default().start(&conf(port, "", &[&an, &bn]));
+    wait_for(LONG, "both up", || {
+        let s = status(port)?;
+        (s.is_up(Kind::Http, "u", &an) && s.is_up(Kind::Http, "u", &bn)).then_some(())
+    });
+    let rec = Recorder::start(port, None);
+    let first = down_and_back(port, &a, &an);
+    wait_for(
+        Duration::from_secs(20),
+        "the first ramp over, 1 s more",
+        || {
+            let over = status(port)?.row(Kind::Http, "u", &an)["slow_start_ms"].is_null();
+            (over && unix_ms() > first + RAMP_MS + 1_000).then_some(())
+        },
+    );
+    let between = (first + RAMP_MS + 200, unix_ms());
+    let t0 = down_and_back(port, &a, &an);
+    wait_for(LONG, "the first fifth of the new ramp", || {
+        (unix_ms() > t0 + RAMP_MS / 5 + 100).then_some(())
+    });
+    let seen = rec.finish();
+    let (full, n) = share(&seen, &an, between.0, between.1);
+    assert!(
+        n >= 200 && (full / 0.5 - 1.0).abs() <= 0.2,
+        "between the ramps: {full:.3} of {n}, want 0.5"
+    );
     let (got, n) = share(&seen, &an, t0, t0 + RAMP_MS / 5);
     assert!(
         n >= 200 && (got / 0.05 - 1.0).abs() <= 0.25,
