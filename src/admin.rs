@@ -198,6 +198,8 @@ fn apply(
             };
             if changed {
                 zone.header().note_change();
+                // An operator's word may leave no peer selectable, or one.
+                t.check.update_fail_open(zone, log);
                 let what = match req.action {
                     Action::Disable => "disabled",
                     Action::Drain => "drained",

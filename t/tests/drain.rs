@@ -399,3 +399,78 @@ fn without_check_shutdown_sessions_the_connections_of_a_down_peer_go_on() {
     let s = status(port).unwrap();
     assert_eq!(s.int(Kind::Http, "web", &an, "sessions_shut"), 0, "{s}");
 }
+
+/// `check_fail_open on` counts a drained peer as not selectable: with A
+/// down by an operator, B alone serves and nothing fails open; once B is
+/// drained too, no peer is selectable, the upstream fails open and A (down,
+/// let through) serves every request while B, drained, still gets none.
+#[test]
+fn fail_open_counts_a_drained_peer_as_not_selectable() {
+    let named = || {
+        let b = HttpBackend::start(Reply::status(200));
+        let name = b.addr();
+        b.set_reply(Reply::Raw {
+            bytes: response(200, &[], name.as_bytes()),
+            close: false,
+        });
+        (b, name)
+    };
+    let ((_a, an), (_b, bn)) = (named(), named());
+    let port = healthcheck_t::free_port();
+    // rise=100: a peer an operator set down stays down for the test.
+    let ng = Builder::default().workers(2).start(&format!(
+        "http {{
+    access_log off;
+    upstream web {{
+        server {an} max_fails=0;
+        server {bn} max_fails=0;
+        check type=tcp interval=300 rise=100 fall=1 timeout=250;
+        check_fail_open on;
+    }}
+    server {{
+        listen 127.0.0.1:{port};
+        location / {{ proxy_pass http://web; }}
+        location /admin {{ healthcheck_admin; }}
+        location /status {{ healthcheck_status json; }}
+    }}
+}}"
+    ));
+    wait_for(LONG, "both up", || {
+        let s = status(port)?;
+        (s.is_up(Kind::Http, "web", &an) && s.is_up(Kind::Http, "web", &bn)).then_some(())
+    });
+    let served = |n: usize| {
+        let mut by = (0, 0);
+        for _ in 0..n {
+            let r = http_get(port, "/").unwrap();
+            assert_eq!(r.status, 200, "{}", r.text());
+            match r.text() {
+                t if t == an => by.0 += 1,
+                t if t == bn => by.1 += 1,
+                t => panic!("served by {t}"),
+            }
+        }
+        by
+    };
+    admin(port, "http", "web", &an, "down");
+    wait_for(LONG, "A down", || {
+        status(port)?.is_down(Kind::Http, "web", &an).then_some(())
+    });
+    assert_eq!(served(20), (0, 20), "A down: B alone");
+    assert!(ng.log_lines("fails open").is_empty(), "{}", ng.log());
+    admin(port, "http", "web", &bn, "drain");
+    ng.wait_for_log("upstream web fails open", LONG);
+    let entering = ng.log_lines("upstream web fails open");
+    assert!(
+        entering[0].contains("weight 0 of 2 of its checked peers is up"),
+        "{entering:?}"
+    );
+    let u = status(port).unwrap().0["upstreams"][0].clone();
+    // Failing open, A (down) is selectable again; B, drained, is not.
+    assert_eq!(
+        (&u["draining"], &u["fail_open"], &u["selectable"]),
+        (&1.into(), &true.into(), &1.into()),
+        "{u}"
+    );
+    assert_eq!(served(20), (20, 0), "failing open: A, never the drained B");
+}
