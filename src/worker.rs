@@ -589,11 +589,11 @@ impl Context {
             .is_some_and(|p| !p.admits_turn(draw, weight, others))
     }
 
-    /// Before an upstream with `slow_start` balances a request: whether
-    /// some peer of the context ramps now (after a state change, which
-    /// peers may be held back is worked out again). Asked only when
-    /// `crate::ramp::ramp_fast` says so: while no ramp is active, that is
-    /// the whole cost of `slow_start`, a few loads and compares.
+    /// Whether some peer of the context ramps now (after a state change,
+    /// which peers may be held back is worked out again); puts `ramp::Lazy`
+    /// upstreams' `peer.init` in front or takes it away. Asked by the
+    /// module's `peer.init` when `crate::ramp::ramp_fast` says so, and by
+    /// the hook when it meets a return time with no ramp active.
     #[inline(never)] // its own symbol: scripts/bench-vnswrr counts it
     pub fn ramp_active(&self, stock: bool) -> bool {
         let Some(zone) = self.zone.as_ref() else {
