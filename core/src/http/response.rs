@@ -38,7 +38,7 @@
 //!
 //! Memory: see [`Parser`].
 
-use grammar::{field_byte, framing, is_ctl, is_tchar, run, trim, trim_end};
+use grammar::{field_byte, framing, is_ctl, is_tchar, is_text, run, trim, trim_end, Fields};
 
 /// The most interim (1xx) responses skipped before the final one; one more
 /// is [`Invalid::TooManyInterim`].
@@ -390,12 +390,11 @@ impl Parser {
         let Phase::Head(line) = self.phase else {
             return 0;
         };
-        let plain = |b: &u8| !is_ctl(*b) && *b != b'\r' && *b != b'\n';
         let room = self.cfg.max_head.saturating_sub(self.count);
         let input = &input[..input.len().min(room)];
         match line {
             Line::Name => input.iter().position(|b| !is_tchar(*b)),
-            Line::Value | Line::Reason => input.iter().position(|b| !plain(b)),
+            Line::Value | Line::Reason => input.iter().position(|b| !is_text(*b)),
             _ => return 0,
         }
         .unwrap_or(input.len())
@@ -712,13 +711,12 @@ impl Parser {
         }
         self.head_done = true;
         let head = &self.head;
-        self.keep_alive = !switching
-            && !head.has_token(b"connection", b"close")
-            && (head.version == 1 || head.has_token(b"connection", b"keep-alive"));
+        let fields = Fields::of(head);
+        self.keep_alive = !switching && !fields.close && (head.version == 1 || fields.keep_alive);
         // After a 101 the connection speaks another protocol: no body.
         self.framing = match switching {
             true => Framing::None,
-            false => framing(head, self.cfg.head_request)?,
+            false => framing(head, fields, self.cfg.head_request)?,
         };
         self.count = 0;
         self.state = State::Body;

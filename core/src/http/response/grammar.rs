@@ -21,12 +21,13 @@ pub(super) fn field_byte(line: Line, b: u8) -> Result<Field, Invalid> {
 }
 
 /// The final response's framing (RFC 9112 section 6.3).
-pub(super) fn framing(head: &Head, head_request: bool) -> Result<Framing, Invalid> {
+/// `fields`: what [`Fields::of`] found in `head`.
+pub(super) fn framing(head: &Head, fields: Fields, head_request: bool) -> Result<Framing, Invalid> {
     if head_request || head.status == 204 || head.status == 304 {
         return Ok(Framing::None);
     }
-    let has_length = head.header(b"content-length").is_some();
-    if head.header(b"transfer-encoding").is_some() {
+    let has_length = fields.content_length;
+    if fields.transfer_encoding {
         if has_length || head.version == 0 {
             return Err(Invalid::Framing);
         }
@@ -61,6 +62,37 @@ pub(super) fn framing(head: &Head, head_request: bool) -> Result<Framing, Invali
     Ok(Framing::UntilClose)
 }
 
+/// What the end of a head asks of its fields, found in one pass over
+/// them (a head's fields are looked at once, not once per question).
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Fields {
+    /// A `Connection` list has `close`.
+    pub close: bool,
+    /// A `Connection` list has `keep-alive`.
+    pub keep_alive: bool,
+    pub content_length: bool,
+    pub transfer_encoding: bool,
+}
+
+impl Fields {
+    pub(super) fn of(head: &Head) -> Fields {
+        let mut f = Fields::default();
+        for (name, value) in head.headers() {
+            if name.eq_ignore_ascii_case(b"connection") {
+                for token in value.split(|&b| b == b',').map(trim) {
+                    f.close |= token.eq_ignore_ascii_case(b"close");
+                    f.keep_alive |= token.eq_ignore_ascii_case(b"keep-alive");
+                }
+            } else if name.eq_ignore_ascii_case(b"content-length") {
+                f.content_length = true;
+            } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
+                f.transfer_encoding = true;
+            }
+        }
+        f
+    }
+}
+
 /// A Content-Length value: digits only, fitting u64.
 fn parse_length(v: &[u8]) -> Option<u64> {
     if v.is_empty() {
@@ -85,10 +117,55 @@ pub(super) fn is_ctl(b: u8) -> bool {
     (b < 0x20 && !matches!(b, b'\t' | b'\r' | b'\n')) || b == 0x7f
 }
 
-/// RFC 9110 tchar.
+/// RFC 9110 tchar (a table: every byte of a field name asks).
 pub(super) fn is_tchar(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+    TCHAR[usize::from(b)]
 }
+
+const TCHAR: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < 256 {
+        let b = i as u8;
+        t[i] = b.is_ascii_alphanumeric()
+            || matches!(
+                b,
+                b'!' | b'#'
+                    | b'$'
+                    | b'%'
+                    | b'&'
+                    | b'\''
+                    | b'*'
+                    | b'+'
+                    | b'-'
+                    | b'.'
+                    | b'^'
+                    | b'_'
+                    | b'`'
+                    | b'|'
+                    | b'~'
+            );
+        i += 1;
+    }
+    t
+};
+
+/// A byte of a reason phrase or a field value that only extends it: not a
+/// control byte (HTAB is allowed), not CR or LF (a table, as for tchar).
+pub(super) fn is_text(b: u8) -> bool {
+    TEXT[usize::from(b)]
+}
+
+const TEXT: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < 256 {
+        let b = i as u8;
+        t[i] = (b >= 0x20 && b != 0x7f) || b == b'\t';
+        i += 1;
+    }
+    t
+};
 
 fn is_ows(b: &u8) -> bool {
     matches!(b, b' ' | b'\t')

@@ -388,3 +388,34 @@ fn at_most_eight_interim_responses() {
 
 mod framing;
 mod properties;
+
+#[test]
+fn the_byte_tables_are_the_grammar_they_stand_for() {
+    for b in 0..=255u8 {
+        let tchar = b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+        assert_eq!(grammar::is_tchar(b), tchar, "tchar {b:#x}");
+        let text = !grammar::is_ctl(b) && b != b'\r' && b != b'\n';
+        assert_eq!(grammar::is_text(b), text, "text {b:#x}");
+    }
+}
+
+#[test]
+fn connection_tokens_and_framing_fields_are_found_in_any_case_and_list() {
+    let p = parse_with(
+        CFG,
+        b"HTTP/1.0 200 OK\r\nCONNECTION: foo ,Keep-Alive\r\ncontent-LENGTH: 2\r\n\r\nok",
+    );
+    assert_eq!(p.state(), State::Complete);
+    assert!(p.reusable());
+    let p = parse_with(
+        CFG,
+        b"HTTP/1.1 200 OK\r\nConnection: keep-alive\r\nconnection: x, CLOSE\r\nContent-Length: 2\r\n\r\nok",
+    );
+    assert_eq!(p.state(), State::Complete);
+    assert!(!p.reusable());
+    let p = parse_with(
+        CFG,
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\ncontent-length: 2\r\n\r\n",
+    );
+    assert_eq!(p.state(), State::Invalid(Invalid::Framing));
+}
