@@ -35,10 +35,9 @@ pub(super) fn invalid_count(directive: &str) -> ConfError {
     ))
 }
 
-/// Whether `b` may appear in an HTTP token (RFC 9110 `tchar`).
-pub(crate) fn is_tchar(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
-}
+/// Whether `b` may appear in an HTTP token (RFC 9110 `tchar`): the
+/// response parser's table.
+pub(crate) use crate::http::response::is_tchar;
 
 /// Whether `s` is an HTTP token (a method or a header name).
 pub(crate) fn is_token(s: &[u8]) -> bool {

@@ -38,7 +38,8 @@
 //!
 //! Memory: see [`Parser`].
 
-use grammar::{field_byte, framing, is_ctl, is_tchar, is_text, run, trim, trim_end, Fields};
+pub(crate) use grammar::is_tchar;
+use grammar::{field_byte, framing, is_ctl, is_text, run, trim, trim_end, Fields};
 
 /// The most interim (1xx) responses skipped before the final one; one more
 /// is [`Invalid::TooManyInterim`].

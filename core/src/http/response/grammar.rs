@@ -117,38 +117,44 @@ pub(super) fn is_ctl(b: u8) -> bool {
     (b < 0x20 && !matches!(b, b'\t' | b'\r' | b'\n')) || b == 0x7f
 }
 
+/// A 256-entry table of the bytes for which `$pred` (an expression of
+/// `b`) holds, built at compile time.
+macro_rules! byte_table {
+    (|$b:ident| $pred:expr) => {{
+        let mut t = [false; 256];
+        let mut i = 0;
+        while i < 256 {
+            let $b = i as u8;
+            t[i] = $pred;
+            i += 1;
+        }
+        t
+    }};
+}
+
 /// RFC 9110 tchar (a table: every byte of a field name asks).
-pub(super) fn is_tchar(b: u8) -> bool {
+pub(crate) fn is_tchar(b: u8) -> bool {
     TCHAR[usize::from(b)]
 }
 
-const TCHAR: [bool; 256] = {
-    let mut t = [false; 256];
-    let mut i = 0;
-    while i < 256 {
-        let b = i as u8;
-        t[i] = b.is_ascii_alphanumeric()
-            || matches!(
-                b,
-                b'!' | b'#'
-                    | b'$'
-                    | b'%'
-                    | b'&'
-                    | b'\''
-                    | b'*'
-                    | b'+'
-                    | b'-'
-                    | b'.'
-                    | b'^'
-                    | b'_'
-                    | b'`'
-                    | b'|'
-                    | b'~'
-            );
-        i += 1;
-    }
-    t
-};
+const TCHAR: [bool; 256] = byte_table!(|b| b.is_ascii_alphanumeric()
+    || matches!(
+        b,
+        b'!' | b'#'
+            | b'$'
+            | b'%'
+            | b'&'
+            | b'\''
+            | b'*'
+            | b'+'
+            | b'-'
+            | b'.'
+            | b'^'
+            | b'_'
+            | b'`'
+            | b'|'
+            | b'~'
+    ));
 
 /// A byte of a reason phrase or a field value that only extends it: not a
 /// control byte (HTAB is allowed), not CR or LF (a table, as for tchar).
@@ -156,16 +162,7 @@ pub(super) fn is_text(b: u8) -> bool {
     TEXT[usize::from(b)]
 }
 
-const TEXT: [bool; 256] = {
-    let mut t = [false; 256];
-    let mut i = 0;
-    while i < 256 {
-        let b = i as u8;
-        t[i] = (b >= 0x20 && b != 0x7f) || b == b'\t';
-        i += 1;
-    }
-    t
-};
+const TEXT: [bool; 256] = byte_table!(|b| (b >= 0x20 && b != 0x7f) || b == b'\t');
 
 fn is_ows(b: &u8) -> bool {
     matches!(b, b' ' | b'\t')
