@@ -271,6 +271,9 @@ enum Framing {
     UntilClose,
 }
 
+/// The bytes of `HTTP/1.x ddd`, a status line's start up to its code.
+const STATUS_START: usize = 12;
+
 /// An incremental parser of one HTTP/1.x response.
 ///
 /// Memory: the parser holds the final head's reason phrase and header
@@ -290,8 +293,13 @@ pub struct Parser {
     head: Head,
     /// The final response's head is complete.
     head_done: bool,
+    /// Where the name of the field being read starts in `head.text`.
+    name_start: usize,
     /// Where the value of the field being read starts in `head.text`.
     value_start: usize,
+    /// What the head's fields so far say about the connection and the
+    /// body's framing (noted as each field line ends).
+    fields: Fields,
     /// Bytes of the current head, chunk-size line or trailer section.
     count: usize,
     interim: u32,
@@ -312,7 +320,9 @@ impl Parser {
             phase: Phase::Head(Line::Version(0)),
             head: Head::default(),
             head_done: false,
+            name_start: 0,
             value_start: 0,
+            fields: Fields::default(),
             count: 0,
             interim: 0,
             framing: Framing::None,
@@ -365,6 +375,18 @@ impl Parser {
                     };
                 }
                 _ => {
+                    if self.phase == Phase::Head(Line::Version(0)) && self.status_line(&input[i..])
+                    {
+                        i += STATUS_START;
+                        continue;
+                    }
+                    if self.phase == Phase::Head(Line::FieldStart) {
+                        let n = self.field_line(&input[i..]);
+                        if n > 0 {
+                            i += n;
+                            continue;
+                        }
+                    }
                     let n = self.text_run(&input[i..]);
                     if n > 0 {
                         self.take_run(&input[i..i + n]);
@@ -380,6 +402,114 @@ impl Parser {
             }
         }
         self.state
+    }
+
+    /// Takes the usual start of a status line, `HTTP/1.x ddd`, at once, as
+    /// the byte-wise machine would take its [`STATUS_START`] bytes; `false`
+    /// (nothing taken: the machine goes byte by byte, and finds the error
+    /// or waits for more) for anything else.
+    fn status_line(&mut self, input: &[u8]) -> bool {
+        let Some(b) = input.get(..STATUS_START) else {
+            return false;
+        };
+        if self.count + STATUS_START > self.cfg.max_head
+            || &b[..7] != b"HTTP/1."
+            || b[8] != b' '
+            || !b[9..].iter().all(u8::is_ascii_digit)
+        {
+            return false;
+        }
+        let version = match b[7] {
+            b'0' => 0,
+            b'1' => 1,
+            _ => return false,
+        };
+        let status = b[9..]
+            .iter()
+            .fold(self.head.status, |s, &d| s * 10 + u16::from(d - b'0'));
+        if self.check_status(status).is_err() {
+            return false;
+        }
+        self.head.version = version;
+        self.head.status = status;
+        self.count += STATUS_START;
+        self.phase = Phase::Head(Line::AfterStatus);
+        true
+    }
+
+    /// Takes a whole field line, `name: value CRLF` (or LF), at once, as the
+    /// byte-wise machine would take its bytes: the same text stored
+    /// (`name:value\n`, the value trimmed), the same buffer capacity, the
+    /// same count. 0 (nothing taken: the machine goes byte by byte, and
+    /// finds the error or waits for more) for anything else, and for a line
+    /// that would reach `max_head`.
+    fn field_line(&mut self, input: &[u8]) -> usize {
+        let room = self.cfg.max_head.saturating_sub(self.count);
+        let line = &input[..input.len().min(room)];
+        let name = line
+            .iter()
+            .position(|b| !is_tchar(*b))
+            .unwrap_or(line.len());
+        if name == 0 || line.get(name) != Some(&b':') {
+            return 0;
+        }
+        let after = name + 1;
+        let v0 = after
+            + line[after..]
+                .iter()
+                .position(|b| !matches!(b, b' ' | b'\t'))
+                .unwrap_or(line.len() - after);
+        let v1 = v0
+            + line[v0..]
+                .iter()
+                .position(|b| !is_text(*b))
+                .unwrap_or(line.len() - v0);
+        let end = match line.get(v1..) {
+            Some([b'\r', b'\n', ..]) => v1 + 2,
+            Some([b'\n', ..]) => v1 + 1,
+            _ => return 0,
+        };
+        let value = trim_end(&line[v0..v1]);
+        let base = self.head.text.len();
+        // The most the byte-wise machine stores: the untrimmed value, or
+        // the line's LF after the trim.
+        let peak = (base + name + 1 + (v1 - v0)).max(base + name + 1 + value.len() + 1);
+        self.grow_text(peak);
+        let text = &mut self.head.text;
+        self.name_start = base;
+        text.extend_from_slice(&line[..name]);
+        text.push(b':');
+        self.value_start = text.len();
+        text.extend_from_slice(value);
+        self.fields.note(&line[..name], value);
+        text.push(b'\n');
+        self.head.fields += 1;
+        self.count += end;
+        end
+    }
+
+    /// Grows the head's buffer to hold `want` bytes, to the capacity that
+    /// [`Parser::store`] reaches byte by byte.
+    fn grow_text(&mut self, want: usize) {
+        let text = &mut self.head.text;
+        if want > text.capacity() {
+            let mut cap = text.capacity();
+            while cap < want {
+                cap = (cap * 2).max(256).min(self.cfg.max_head).max(cap + 1);
+            }
+            text.reserve_exact(cap - text.len());
+        }
+    }
+
+    /// A complete status code: one this parser takes.
+    fn check_status(&self, s: u16) -> Result<(), Invalid> {
+        if !(100..=599).contains(&s) || (s == 101 && !self.cfg.final_101) {
+            return Err(Invalid::StatusLine);
+        }
+        if s < 200 && self.interim == MAX_INTERIM {
+            return Err(Invalid::TooManyInterim);
+        }
+        Ok(())
     }
 
     /// How many of `input`'s first bytes the head machine would only
@@ -407,17 +537,8 @@ impl Parser {
         if self.phase == Phase::Head(Line::Reason) {
             self.head.reason_len += run.len();
         }
-        let text = &mut self.head.text;
-        let want = text.len() + run.len();
-        if want > text.capacity() {
-            // The capacity `store` reaches byte by byte.
-            let mut cap = text.capacity();
-            while cap < want {
-                cap = (cap * 2).max(256).min(self.cfg.max_head).max(cap + 1);
-            }
-            text.reserve_exact(cap - text.len());
-        }
-        text.extend_from_slice(run);
+        self.grow_text(self.head.text.len() + run.len());
+        self.head.text.extend_from_slice(run);
     }
 
     /// The peer closed the connection (a read returned 0): completes a
@@ -600,13 +721,7 @@ impl Parser {
                 if n < 2 {
                     Line::Status(n + 1)
                 } else {
-                    let s = self.head.status;
-                    if !(100..=599).contains(&s) || (s == 101 && !self.cfg.final_101) {
-                        return Err(Invalid::StatusLine);
-                    }
-                    if s < 200 && self.interim == MAX_INTERIM {
-                        return Err(Invalid::TooManyInterim);
-                    }
+                    self.check_status(self.head.status)?;
                     Line::AfterStatus
                 }
             }
@@ -632,6 +747,10 @@ impl Parser {
             _ => match field_byte(line, b)? {
                 Field::Next(next) => {
                     match (line, next) {
+                        (Line::FieldStart, Line::Name) => {
+                            self.name_start = self.head.text.len();
+                            self.store(b);
+                        }
                         (_, Line::Name | Line::Value) => self.store(b),
                         (Line::Name, Line::ValueStart) => {
                             self.store(b':');
@@ -644,6 +763,11 @@ impl Parser {
                 Field::LineEnd => {
                     let keep = trim_end(&self.head.text[self.value_start..]).len();
                     self.head.text.truncate(self.value_start + keep);
+                    let text = &self.head.text;
+                    self.fields.note(
+                        &text[self.name_start..self.value_start - 1],
+                        &text[self.value_start..],
+                    );
                     self.store(b'\n');
                     self.head.fields += 1;
                     Line::FieldStart
@@ -705,6 +829,7 @@ impl Parser {
             self.head.text.clear();
             self.head.reason_len = 0;
             self.head.fields = 0;
+            self.fields = Fields::default();
             self.head.status = 0;
             self.count = 0;
             self.phase = Phase::Head(Line::Version(0));
@@ -712,7 +837,7 @@ impl Parser {
         }
         self.head_done = true;
         let head = &self.head;
-        let fields = Fields::of(head);
+        let fields = self.fields;
         self.keep_alive = !switching && !fields.close && (head.version == 1 || fields.keep_alive);
         // After a 101 the connection speaks another protocol: no body.
         self.framing = match switching {

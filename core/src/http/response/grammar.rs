@@ -49,21 +49,17 @@ pub(super) fn framing(head: &Head, fields: Fields, head_request: bool) -> Result
         };
     }
     if has_length {
-        let mut length = None;
-        for v in head.list(b"content-length") {
-            let n = parse_length(v).ok_or(Invalid::Framing)?;
-            if length.is_some_and(|l| l != n) {
-                return Err(Invalid::Framing);
-            }
-            length = Some(n);
-        }
-        return length.map(Framing::Length).ok_or(Invalid::Framing);
+        return match fields.length_seen {
+            Length::One => Ok(Framing::Length(fields.length)),
+            Length::None | Length::Bad => Err(Invalid::Framing),
+        };
     }
     Ok(Framing::UntilClose)
 }
 
-/// What the end of a head asks of its fields, found in one pass over
-/// them (a head's fields are looked at once, not once per question).
+/// What the end of a head asks of its fields, noted field by field as
+/// each line ends (a head's fields are looked at once, not once per
+/// question, nor scanned again at its end).
 #[derive(Clone, Copy, Debug, Default)]
 pub(super) struct Fields {
     /// A `Connection` list has `close`.
@@ -72,24 +68,50 @@ pub(super) struct Fields {
     pub keep_alive: bool,
     pub content_length: bool,
     pub transfer_encoding: bool,
+    /// What the elements of every `Content-Length` list say, in order.
+    pub length_seen: Length,
+    /// Their length, if [`Length::One`] (two fields, not an enum of a u64:
+    /// the parser stays small).
+    pub length: u64,
+}
+
+/// What the `Content-Length` elements seen so far say.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) enum Length {
+    /// None yet.
+    #[default]
+    None,
+    /// All of them [`Fields::length`].
+    One,
+    /// One is no length (digits only, fitting u64; empty elements
+    /// included), or two differ.
+    Bad,
 }
 
 impl Fields {
-    pub(super) fn of(head: &Head) -> Fields {
-        let mut f = Fields::default();
-        for (name, value) in head.headers() {
-            if name.eq_ignore_ascii_case(b"connection") {
-                for token in value.split(|&b| b == b',').map(trim) {
-                    f.close |= token.eq_ignore_ascii_case(b"close");
-                    f.keep_alive |= token.eq_ignore_ascii_case(b"keep-alive");
-                }
-            } else if name.eq_ignore_ascii_case(b"content-length") {
-                f.content_length = true;
-            } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
-                f.transfer_encoding = true;
+    /// One field line (`value` trimmed of SP/HTAB).
+    pub(super) fn note(&mut self, name: &[u8], value: &[u8]) {
+        // The names' lengths differ: a name matches one at most.
+        if name.eq_ignore_ascii_case(b"connection") {
+            for token in value.split(|&b| b == b',').map(trim) {
+                self.close |= token.eq_ignore_ascii_case(b"close");
+                self.keep_alive |= token.eq_ignore_ascii_case(b"keep-alive");
             }
+        } else if name.eq_ignore_ascii_case(b"content-length") {
+            self.content_length = true;
+            for v in value.split(|&b| b == b',').map(trim) {
+                self.length_seen = match (self.length_seen, parse_length(v)) {
+                    (Length::None, Some(n)) => {
+                        self.length = n;
+                        Length::One
+                    }
+                    (Length::One, Some(n)) if self.length == n => Length::One,
+                    _ => Length::Bad,
+                };
+            }
+        } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
+            self.transfer_encoding = true;
         }
-        f
     }
 }
 
