@@ -214,8 +214,12 @@ impl Conn {
         }
     }
 
-    /// Read into `buf` through `c->recv`.
+    /// Read into `buf` through `c->recv` (over TLS, one `SSL_read` first
+    /// when that is enough: [`Conn::tls_read_once`]).
     pub fn recv(self, buf: &mut [u8]) -> Io {
+        if let Some(io) = self.tls_read_once(buf) {
+            return io;
+        }
         let Some(recv) = self.c().recv else {
             return Io::Error(0);
         };
@@ -226,6 +230,93 @@ impl Conn {
         // SAFETY: nginx's recv of this live connection, a writable buffer.
         let n = unsafe { recv(self.0.as_ptr(), buf.as_mut_ptr(), buf.len()) };
         tls_result(tls, io_result(n))
+    }
+
+    /// One `SSL_read` where nginx's `ngx_ssl_recv` makes two: nginx reads
+    /// until `SSL_read` has nothing more, so every response costs a last
+    /// `SSL_read` whose socket read meets `EAGAIN`. OpenSSL reads ahead
+    /// (nginx sets `read_ahead`): when the one socket read of this
+    /// `SSL_read` came back short of what it asked for and OpenSSL holds
+    /// nothing unread, the socket was empty, and the read event is cleared
+    /// as `ngx_unix_recv` clears it after a short read (edge-triggered: what
+    /// comes later raises a new event). Otherwise the event stays ready and
+    /// the next read goes on. `None`: nginx's own `c->recv` reads instead
+    /// (a plain socket, nginx's deferred end of a read (`c->ssl->last`), a
+    /// handler it parked, errors of earlier calls to log, no buffer, or an
+    /// outcome only nginx handles: `SSL_read` wanting to write, a
+    /// close_notify, both of which it meets again at once).
+    fn tls_read_once(self, buf: &mut [u8]) -> Option<Io> {
+        use ngx::ffi::{
+            SSL_get_error, SSL_has_pending, SSL_read, NGX_DONE, NGX_ERROR, SSL_ERROR_SSL,
+            SSL_ERROR_SYSCALL, SSL_ERROR_WANT_READ,
+        };
+        let c = self.0.as_ptr();
+        // SAFETY: c->ssl is NULL or nginx's live SSL connection.
+        let sc = unsafe { (*c).ssl.as_mut() }?;
+        if buf.is_empty()
+            || sc.last == NGX_ERROR as ngx::ffi::ngx_int_t
+            || sc.last == NGX_DONE as ngx::ffi::ngx_int_t
+            || sc.saved_write_handler.is_some()
+            || sc.saved_read_handler.is_some()
+            // SAFETY: OpenSSL's error queue of this thread.
+            || unsafe { ngx::ffi::ERR_peek_error() } != 0
+        {
+            return None;
+        }
+        let len = buf.len().min(c_int::MAX as usize) as c_int;
+        SOCKET_READ.set(SocketRead::None);
+        // SAFETY: a live SSL object and a writable buffer of `len` bytes.
+        let n = unsafe { SSL_read(sc.connection, buf.as_mut_ptr().cast(), len) };
+        let sys = errno();
+        // SAFETY: the connection's own read event.
+        let rev = unsafe { &mut *(*c).read };
+        if n > 0 {
+            // SAFETY: the live SSL object.
+            let pending = unsafe { SSL_has_pending(sc.connection) } != 0;
+            if SOCKET_READ.get() == SocketRead::Short && !pending && rev.pending_eof() == 0 {
+                rev.set_ready(0);
+            }
+            return Some(Io::Done(n as usize));
+        }
+        // SAFETY: the live SSL object and SSL_read's return value.
+        let err = unsafe { SSL_get_error(sc.connection, n) } as u32;
+        match err {
+            SSL_ERROR_WANT_READ => {
+                rev.set_ready(0);
+                sc.last = NGX_AGAIN as ngx::ffi::ngx_int_t;
+                Some(Io::Again)
+            }
+            SSL_ERROR_SYSCALL | SSL_ERROR_SSL => {
+                // nginx's handling: no close exchange after a failure; an
+                // end without an OpenSSL error is the peer's close.
+                sc.set_no_wait_shutdown(1);
+                sc.set_no_send_shutdown(1);
+                rev.set_ready(0);
+                // SAFETY: OpenSSL's error queue of this thread.
+                if unsafe { ngx::ffi::ERR_peek_error() } == 0 {
+                    sc.last = NGX_DONE as ngx::ffi::ngx_int_t;
+                    rev.set_eof(1);
+                    return Some(Io::Done(0));
+                }
+                sc.last = NGX_ERROR as ngx::ffi::ngx_int_t;
+                rev.set_error(1);
+                let sys = if err == SSL_ERROR_SYSCALL { sys } else { 0 };
+                // SAFETY: the connection's log; nginx's SSL error logger
+                // appends OpenSSL's reasons and clears the queue. (A check
+                // connection's log keeps the line for the module's own
+                // message, docs/tls.md.)
+                unsafe {
+                    ngx::ffi::ngx_ssl_error(
+                        ngx::ffi::NGX_LOG_INFO as ngx::ffi::ngx_uint_t,
+                        (*c).log,
+                        sys,
+                        c"SSL_read() failed".as_ptr().cast_mut(),
+                    );
+                }
+                Some(tls_result(true, Io::Error(sys)))
+            }
+            _ => None,
+        }
     }
 
     /// Write `buf` through `c->send`.
@@ -445,6 +536,67 @@ impl Conn {
             }
         }
     }
+}
+
+/// What the socket reads of one `SSL_read` found (its BIO's callback,
+/// [`watch_socket_reads`]): the last one's answer.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum SocketRead {
+    /// No read, or one that failed (`EAGAIN`, an error, the end).
+    None,
+    /// Fewer bytes than asked for: the socket had no more.
+    Short,
+    /// As many as asked for: the socket may hold more.
+    Full,
+}
+
+std::thread_local! {
+    static SOCKET_READ: core::cell::Cell<SocketRead> =
+        const { core::cell::Cell::new(SocketRead::None) };
+}
+
+/// Have the socket reads of `c`'s TLS connection tell
+/// [`Conn::tls_read_once`] whether they drained the socket.
+pub fn watch_socket_reads(c: Conn) {
+    // SAFETY: c->ssl is NULL or nginx's live SSL connection, whose read BIO
+    // (the socket's, from `SSL_set_fd`) lives as long as it does.
+    unsafe {
+        let Some(sc) = c.c().ssl.as_ref() else {
+            return;
+        };
+        let bio = ngx::ffi::SSL_get_rbio(sc.connection);
+        if !bio.is_null() {
+            ngx::ffi::BIO_set_callback_ex(bio, Some(socket_read_seen));
+        }
+    }
+}
+
+unsafe extern "C" fn socket_read_seen(
+    _bio: *mut ngx::ffi::BIO,
+    oper: c_int,
+    _argp: *const core::ffi::c_char,
+    len: usize,
+    _argi: c_int,
+    _argl: core::ffi::c_long,
+    ret: c_int,
+    processed: *mut usize,
+) -> core::ffi::c_long {
+    const READ_DONE: c_int = (ngx::ffi::BIO_CB_READ | ngx::ffi::BIO_CB_RETURN) as c_int;
+    if oper == READ_DONE {
+        let got = if ret > 0 && !processed.is_null() {
+            // SAFETY: OpenSSL passes the count of the read it made.
+            unsafe { *processed }
+        } else {
+            0
+        };
+        SOCKET_READ.set(match got {
+            0 => SocketRead::None,
+            n if n < len => SocketRead::Short,
+            _ => SocketRead::Full,
+        });
+    }
+    // Before an operation (`ret` 1): go on; after it: its result, unchanged.
+    ret as core::ffi::c_long
 }
 
 fn clear_errno() {

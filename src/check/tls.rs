@@ -187,6 +187,7 @@ impl Tls {
                 return Handshake::Failed(Outcome::Local(Local::NoMemory));
             }
             let sc = (*raw).ssl;
+            super::conn::watch_socket_reads(c);
             if keep {
                 // A connection that may be kept keeps OpenSSL's record
                 // buffers between rounds, rather than freeing and allocating
