@@ -39,7 +39,7 @@
 //! Memory: see [`Parser`].
 
 pub(crate) use grammar::is_tchar;
-use grammar::{field_byte, framing, is_ctl, is_text, run, trim, trim_end, Fields};
+use grammar::{field_byte, framing, is_ctl, is_ows, is_text, run, trim, trim_end, Fields};
 
 /// The most interim (1xx) responses skipped before the final one; one more
 /// is [`Invalid::TooManyInterim`].
@@ -457,7 +457,7 @@ impl Parser {
         let v0 = after
             + line[after..]
                 .iter()
-                .position(|b| !matches!(b, b' ' | b'\t'))
+                .position(|b| !is_ows(b))
                 .unwrap_or(line.len() - after);
         let v1 = v0
             + line[v0..]

@@ -186,7 +186,7 @@ pub(super) fn is_text(b: u8) -> bool {
 
 const TEXT: [bool; 256] = byte_table!(|b| (b >= 0x20 && b != 0x7f) || b == b'\t');
 
-fn is_ows(b: &u8) -> bool {
+pub(super) fn is_ows(b: &u8) -> bool {
     matches!(b, b' ' | b'\t')
 }
 

@@ -303,6 +303,39 @@ fn head_too_large() {
     assert!(p.head().is_some());
 }
 
+/// A response fed whole (where the parser takes the status line's start
+/// and whole field lines at once) ends as one fed byte by byte: the same
+/// state, head, fields and buffer capacity, for every
+/// `max_head` from below the status line to past the head (the limit
+/// inside each line and at each line's end), and for interim responses.
+#[test]
+fn whole_lines_as_bytewise() {
+    let text: &[u8] = b"HTTP/1.1 100 Continue\r\nX-Interim: 1\r\n\r\n\
+        HTTP/1.0 200 OK\r\nServer: nginx/1.28.3\r\nDate: Thu, 03 Dec 2026 18:00:00 GMT\r\n\
+        Content-Type:text/plain\r\nX-Bare-Lf: v\nX-Empty:\r\nX-Trail: a \t \r\n\
+        Connection: keep-alive\r\nContent-Length: 3, 3\r\n\r\nok\n";
+    for max in 1..text.len() + 2 {
+        let whole = parse_with(cfg(max, 8, false), text);
+        let mut single = Parser::new(cfg(max, 8, false));
+        for b in text {
+            single.feed(core::slice::from_ref(b));
+        }
+        assert_eq!(whole.state(), single.state(), "max_head {max}");
+        assert_eq!(whole.held(), single.held(), "max_head {max}");
+        assert_eq!(whole.head(), single.head(), "max_head {max}");
+        assert_eq!(whole.reusable(), single.reusable(), "max_head {max}");
+        assert_eq!(whole.body(), single.body(), "max_head {max}");
+    }
+    let p = parse_with(cfg(4096, 8, false), text);
+    assert_eq!(p.state(), State::Complete);
+    let head = p.head().expect("a head");
+    assert_eq!((head.version, head.status), (0, 200));
+    assert_eq!(head.header(b"x-trail"), Some(&b"a"[..]));
+    assert_eq!(head.header(b"x-bare-lf"), Some(&b"v"[..]));
+    assert!(p.reusable(), "HTTP/1.0 with keep-alive");
+    assert_eq!(p.body(), b"ok\n");
+}
+
 /// Runs of a name's, a value's and the reason phrase's bytes are taken at
 /// once: the same head, the same limit and the same buffer capacity as
 /// byte by byte, also when the limit falls inside a run.
