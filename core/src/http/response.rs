@@ -39,7 +39,7 @@
 //! Memory: see [`Parser`].
 
 pub(crate) use grammar::is_tchar;
-use grammar::{field_byte, framing, is_ctl, is_ows, is_text, run, trim, trim_end, Fields};
+use grammar::{field_byte, framing, is_ctl, is_text, run, trim, trim_end, Fields};
 
 /// The most interim (1xx) responses skipped before the final one; one more
 /// is [`Invalid::TooManyInterim`].
@@ -404,114 +404,6 @@ impl Parser {
         self.state
     }
 
-    /// Takes the usual start of a status line, `HTTP/1.x ddd`, at once, as
-    /// the byte-wise machine would take its [`STATUS_START`] bytes; `false`
-    /// (nothing taken: the machine goes byte by byte, and finds the error
-    /// or waits for more) for anything else.
-    fn status_line(&mut self, input: &[u8]) -> bool {
-        let Some(b) = input.get(..STATUS_START) else {
-            return false;
-        };
-        if self.count + STATUS_START > self.cfg.max_head
-            || &b[..7] != b"HTTP/1."
-            || b[8] != b' '
-            || !b[9..].iter().all(u8::is_ascii_digit)
-        {
-            return false;
-        }
-        let version = match b[7] {
-            b'0' => 0,
-            b'1' => 1,
-            _ => return false,
-        };
-        let status = b[9..]
-            .iter()
-            .fold(self.head.status, |s, &d| s * 10 + u16::from(d - b'0'));
-        if self.check_status(status).is_err() {
-            return false;
-        }
-        self.head.version = version;
-        self.head.status = status;
-        self.count += STATUS_START;
-        self.phase = Phase::Head(Line::AfterStatus);
-        true
-    }
-
-    /// Takes a whole field line, `name: value CRLF` (or LF), at once, as the
-    /// byte-wise machine would take its bytes: the same text stored
-    /// (`name:value\n`, the value trimmed), the same buffer capacity, the
-    /// same count. 0 (nothing taken: the machine goes byte by byte, and
-    /// finds the error or waits for more) for anything else, and for a line
-    /// that would reach `max_head`.
-    fn field_line(&mut self, input: &[u8]) -> usize {
-        let room = self.cfg.max_head.saturating_sub(self.count);
-        let line = &input[..input.len().min(room)];
-        let name = line
-            .iter()
-            .position(|b| !is_tchar(*b))
-            .unwrap_or(line.len());
-        if name == 0 || line.get(name) != Some(&b':') {
-            return 0;
-        }
-        let after = name + 1;
-        let v0 = after
-            + line[after..]
-                .iter()
-                .position(|b| !is_ows(b))
-                .unwrap_or(line.len() - after);
-        let v1 = v0
-            + line[v0..]
-                .iter()
-                .position(|b| !is_text(*b))
-                .unwrap_or(line.len() - v0);
-        let end = match line.get(v1..) {
-            Some([b'\r', b'\n', ..]) => v1 + 2,
-            Some([b'\n', ..]) => v1 + 1,
-            _ => return 0,
-        };
-        let value = trim_end(&line[v0..v1]);
-        let base = self.head.text.len();
-        // The most the byte-wise machine stores: the untrimmed value, or
-        // the line's LF after the trim.
-        let peak = (base + name + 1 + (v1 - v0)).max(base + name + 1 + value.len() + 1);
-        self.grow_text(peak);
-        let text = &mut self.head.text;
-        self.name_start = base;
-        text.extend_from_slice(&line[..name]);
-        text.push(b':');
-        self.value_start = text.len();
-        text.extend_from_slice(value);
-        self.fields.note(&line[..name], value);
-        text.push(b'\n');
-        self.head.fields += 1;
-        self.count += end;
-        end
-    }
-
-    /// Grows the head's buffer to hold `want` bytes, to the capacity that
-    /// [`Parser::store`] reaches byte by byte.
-    fn grow_text(&mut self, want: usize) {
-        let text = &mut self.head.text;
-        if want > text.capacity() {
-            let mut cap = text.capacity();
-            while cap < want {
-                cap = (cap * 2).max(256).min(self.cfg.max_head).max(cap + 1);
-            }
-            text.reserve_exact(cap - text.len());
-        }
-    }
-
-    /// A complete status code: one this parser takes.
-    fn check_status(&self, s: u16) -> Result<(), Invalid> {
-        if !(100..=599).contains(&s) || (s == 101 && !self.cfg.final_101) {
-            return Err(Invalid::StatusLine);
-        }
-        if s < 200 && self.interim == MAX_INTERIM {
-            return Err(Invalid::TooManyInterim);
-        }
-        Ok(())
-    }
-
     /// How many of `input`'s first bytes the head machine would only
     /// store, one at a time, without a change of line or an error: a run
     /// of a field name's, a field value's or the reason phrase's bytes
@@ -866,5 +758,6 @@ enum Field {
 }
 
 mod grammar;
+mod lines;
 #[cfg(test)]
 mod tests;
