@@ -303,6 +303,16 @@ fn head_too_large() {
     assert!(p.head().is_some());
 }
 
+/// `text` parsed with `c` fed whole, and fed byte by byte.
+fn whole_and_bytewise(c: Config, text: &[u8]) -> (Parser, Parser) {
+    let whole = parse_with(c, text);
+    let mut single = Parser::new(c);
+    for b in text {
+        single.feed(core::slice::from_ref(b));
+    }
+    (whole, single)
+}
+
 /// A response fed whole (where the parser takes the status line's start
 /// and whole field lines at once) ends as one fed byte by byte: the same
 /// state, head, fields and buffer capacity, for every
@@ -315,11 +325,7 @@ fn whole_lines_as_bytewise() {
         Content-Type:text/plain\r\nX-Bare-Lf: v\nX-Empty:\r\nX-Trail: a \t \r\n\
         Connection: keep-alive\r\nContent-Length: 3, 3\r\n\r\nok\n";
     for max in 1..text.len() + 2 {
-        let whole = parse_with(cfg(max, 8, false), text);
-        let mut single = Parser::new(cfg(max, 8, false));
-        for b in text {
-            single.feed(core::slice::from_ref(b));
-        }
+        let (whole, single) = whole_and_bytewise(cfg(max, 8, false), text);
         assert_eq!(whole.state(), single.state(), "max_head {max}");
         assert_eq!(whole.held(), single.held(), "max_head {max}");
         assert_eq!(whole.head(), single.head(), "max_head {max}");
@@ -345,11 +351,7 @@ fn text_runs_as_bytewise() {
         X-Some-Long-Header-Name: a value with spaces\t and a tab \r\n\
         Content-Length: 2\r\n\r\nok";
     for max in [20, 45, 60, 80, 100, text.len() - 3, text.len() - 2, 4096] {
-        let whole = parse_with(cfg(max, 8, false), text);
-        let mut single = Parser::new(cfg(max, 8, false));
-        for b in text {
-            single.feed(core::slice::from_ref(b));
-        }
+        let (whole, single) = whole_and_bytewise(cfg(max, 8, false), text);
         assert_eq!(whole.state(), single.state(), "max_head {max}");
         assert_eq!(whole.held(), single.held(), "max_head {max}");
         let fields = |p: &Parser| {
