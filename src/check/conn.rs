@@ -264,7 +264,7 @@ impl Conn {
             return None;
         }
         let len = buf.len().min(c_int::MAX as usize) as c_int;
-        SOCKET_READ.set(SocketRead::None);
+        SHORT_READ.set(false);
         // SAFETY: a live SSL object and a writable buffer of `len` bytes.
         let n = unsafe { SSL_read(sc.connection, buf.as_mut_ptr().cast(), len) };
         let sys = errno();
@@ -273,7 +273,7 @@ impl Conn {
         if n > 0 {
             // SAFETY: the live SSL object.
             let pending = unsafe { SSL_has_pending(sc.connection) } != 0;
-            if SOCKET_READ.get() == SocketRead::Short && !pending && rev.pending_eof() == 0 {
+            if SHORT_READ.get() && !pending && rev.pending_eof() == 0 {
                 rev.set_ready(0);
             }
             return Some(Io::Done(n as usize));
@@ -538,21 +538,11 @@ impl Conn {
     }
 }
 
-/// What the socket reads of one `SSL_read` found (its BIO's callback,
-/// [`watch_socket_reads`]): the last one's answer.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum SocketRead {
-    /// No read, or one that failed (`EAGAIN`, an error, the end).
-    None,
-    /// Fewer bytes than asked for: the socket had no more.
-    Short,
-    /// As many as asked for: the socket may hold more.
-    Full,
-}
-
 std::thread_local! {
-    static SOCKET_READ: core::cell::Cell<SocketRead> =
-        const { core::cell::Cell::new(SocketRead::None) };
+    /// The last socket read of the current `SSL_read` came back with fewer
+    /// bytes than it asked for: the socket had no more (its BIO's callback,
+    /// [`watch_socket_reads`]; no read, or a failed one, leaves it false).
+    static SHORT_READ: core::cell::Cell<bool> = const { core::cell::Cell::new(false) };
 }
 
 /// Have the socket reads of `c`'s TLS connection tell
@@ -589,11 +579,7 @@ unsafe extern "C" fn socket_read_seen(
         } else {
             0
         };
-        SOCKET_READ.set(match got {
-            0 => SocketRead::None,
-            n if n < len => SocketRead::Short,
-            _ => SocketRead::Full,
-        });
+        SHORT_READ.set(got > 0 && got < len);
     }
     // Before an operation (`ret` 1): go on; after it: its result, unchanged.
     ret as core::ffi::c_long

@@ -653,15 +653,7 @@ impl Parser {
                     next
                 }
                 Field::LineEnd => {
-                    let keep = trim_end(&self.head.text[self.value_start..]).len();
-                    self.head.text.truncate(self.value_start + keep);
-                    let text = &self.head.text;
-                    self.fields.note(
-                        &text[self.name_start..self.value_start - 1],
-                        &text[self.value_start..],
-                    );
-                    self.store(b'\n');
-                    self.head.fields += 1;
+                    self.end_field_line();
                     Line::FieldStart
                 }
                 Field::SectionEnd => return self.end_of_head(),
@@ -669,6 +661,20 @@ impl Parser {
         };
         self.phase = Phase::Head(next);
         Ok(())
+    }
+
+    /// A field line ended (its value stored from `value_start` on, trailing
+    /// SP/HTAB included): trim the value, note the field, end it with LF.
+    pub(super) fn end_field_line(&mut self) {
+        let keep = trim_end(&self.head.text[self.value_start..]).len();
+        self.head.text.truncate(self.value_start + keep);
+        let text = &self.head.text;
+        self.fields.note(
+            &text[self.name_start..self.value_start - 1],
+            &text[self.value_start..],
+        );
+        self.store(b'\n');
+        self.head.fields += 1;
     }
 
     fn trailer_byte(&mut self, line: Line, b: u8) -> Result<(), Invalid> {

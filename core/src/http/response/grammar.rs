@@ -26,7 +26,7 @@ pub(super) fn framing(head: &Head, fields: Fields, head_request: bool) -> Result
     if head_request || head.status == 204 || head.status == 304 {
         return Ok(Framing::None);
     }
-    let has_length = fields.content_length;
+    let has_length = fields.length_seen != Length::None;
     if fields.transfer_encoding {
         if has_length || head.version == 0 {
             return Err(Invalid::Framing);
@@ -66,9 +66,9 @@ pub(super) struct Fields {
     pub close: bool,
     /// A `Connection` list has `keep-alive`.
     pub keep_alive: bool,
-    pub content_length: bool,
     pub transfer_encoding: bool,
-    /// What the elements of every `Content-Length` list say, in order.
+    /// What the elements of every `Content-Length` list say, in order
+    /// ([`Length::None`]: the head has no such field).
     pub length_seen: Length,
     /// Their length, if [`Length::One`] (two fields, not an enum of a u64:
     /// the parser stays small).
@@ -98,7 +98,6 @@ impl Fields {
                 self.keep_alive |= token.eq_ignore_ascii_case(b"keep-alive");
             }
         } else if name.eq_ignore_ascii_case(b"content-length") {
-            self.content_length = true;
             for v in value.split(|&b| b == b',').map(trim) {
                 self.length_seen = match (self.length_seen, parse_length(v)) {
                     (Length::None, Some(n)) => {

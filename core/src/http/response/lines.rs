@@ -71,21 +71,18 @@ impl Parser {
             Some([b'\n', ..]) => v1 + 1,
             _ => return 0,
         };
-        let value = trim_end(&line[v0..v1]);
-        let base = self.head.text.len();
         // The most the byte-wise machine stores: the untrimmed value, or
-        // the line's LF after the trim.
-        let peak = (base + name + 1 + (v1 - v0)).max(base + name + 1 + value.len() + 1);
-        self.grow_text(peak);
+        // the line's LF after the trim (then `end_field_line` grows nothing).
+        let base = self.head.text.len();
+        let trimmed = trim_end(&line[v0..v1]).len();
+        self.grow_text(base + name + 1 + (v1 - v0).max(trimmed + 1));
         let text = &mut self.head.text;
         self.name_start = base;
         text.extend_from_slice(&line[..name]);
         text.push(b':');
         self.value_start = text.len();
-        text.extend_from_slice(value);
-        self.fields.note(&line[..name], value);
-        text.push(b'\n');
-        self.head.fields += 1;
+        text.extend_from_slice(&line[v0..v1]);
+        self.end_field_line();
         self.count += end;
         end
     }
