@@ -4,10 +4,12 @@
 //! then EOS at index 256) its code, right-aligned, and its length in bits.
 //! The code is canonical (codes of one length are consecutive and
 //! ascending with the symbol, each length starting where the previous one
-//! ended, shifted left), which a unit test checks: the decoder needs only,
-//! for each length, the first code and the symbols of that length in
-//! order. It reads one bit at a time with no allocation but its output,
-//! so its cost is linear in its input whatever the input is.
+//! ended, shifted left), which a unit test checks: the tables of the
+//! decoder are derived from it at compile time (for each length, the
+//! first code and the symbols of that length in order; the one or two
+//! short codes at the start of every 12-bit string). It allocates
+//! nothing but its output, and its cost is linear in its input whatever
+//! the input is.
 
 /// Appendix B: `(code, length in bits)` of each symbol; index 256 is EOS.
 pub const CODES: [(u32, u8); 257] = [
@@ -353,13 +355,15 @@ const fn fast() -> [(u16, u8); 1 << PEEK] {
 const PAIR_BITS: u32 = 12;
 
 /// For each 12-bit string: the octets of the codes it starts with, one or
-/// two (`n`, 0 when the first code is longer), and the bits they take.
+/// two (`n`, 0 when the first code is longer), the bits they take, and
+/// the bits of the first alone.
 #[derive(Clone, Copy)]
 struct Pair {
     first: u8,
     second: u8,
     n: u8,
     bits: u8,
+    first_bits: u8,
 }
 
 static PAIRS: [Pair; 1 << PAIR_BITS] = pairs();
@@ -387,6 +391,7 @@ const fn pairs() -> [Pair; 1 << PAIR_BITS] {
         second: 0,
         n: 0,
         bits: 0,
+        first_bits: 0,
     };
     let mut t = [none; 1 << PAIR_BITS];
     let mut i = 0;
@@ -400,12 +405,14 @@ const fn pairs() -> [Pair; 1 << PAIR_BITS] {
                     second: s2,
                     n: 2,
                     bits: l1 + l2,
+                    first_bits: l1,
                 },
                 None => Pair {
                     first: s1,
                     second: 0,
                     n: 1,
                     bits: l1,
+                    first_bits: l1,
                 },
             };
         }
@@ -433,80 +440,109 @@ fn lookup(window: u32) -> Option<(u16, u32)> {
     None
 }
 
+/// What is left when no complete code is: at most 7 bits, all ones (a
+/// prefix of EOS). `bits` holds the `n` bits left-aligned.
+fn padding(bits: u64, n: u32) -> Result<(), HuffmanError> {
+    if n == 0 {
+        return Ok(());
+    }
+    if n > 7 || bits >> (64 - n) != (1u64 << n) - 1 {
+        return Err(HuffmanError::Padding);
+    }
+    Ok(())
+}
+
 /// Decodes the Huffman string `src`, appending the octets to `out`.
 ///
 /// `out` grows by at most `src.len() * 8 / 5` octets (the shortest code
 /// has 5 bits). On error `out` may hold part of the string.
 ///
-/// The bits are taken 30 at a time (the longest code), the short codes by
-/// one table lookup; at the end of the string the window is padded with
-/// ones, and what no complete code covers is the padding.
+/// The bits sit left-aligned in a 64-bit word, refilled 8 octets at a
+/// time where the input allows; one lookup of their first 12 bits gives
+/// the one or two codes there (every pair of the short codes headers are
+/// made of), and the rare longer code goes by the canonical table. At
+/// the end of the string the word is padded with ones: a code that ends
+/// in the padding is not taken, and what no code covers is the padding.
 pub fn decode(src: &[u8], out: &mut Vec<u8>) -> Result<(), HuffmanError> {
-    out.reserve(src.len() * 8 / 5);
-    let mut acc: u64 = 0;
-    let mut nbits: u32 = 0;
-    let mut bytes = src.iter();
-    loop {
-        while nbits <= 56 {
-            match bytes.next() {
-                Some(&b) => {
-                    acc = (acc << 8) | u64::from(b);
-                    nbits += 8;
+    let start = out.len();
+    // Room for every octet the string can hold, and one more: a pair's
+    // second octet is written even when only the first is kept.
+    out.resize(start + src.len() * 8 / 5 + 2, 0);
+    let mut o = start;
+    let mut bits: u64 = 0;
+    let mut n: u32 = 0;
+    let mut at = 0;
+    let result = loop {
+        if n <= 56 {
+            if let Some(word) = src.get(at..at + 8) {
+                let mut w = [0u8; 8];
+                w.copy_from_slice(word);
+                let w = u64::from_be_bytes(w);
+                // The whole octets that fit: 1 to 8.
+                let k = (64 - n) / 8;
+                bits |= (w >> (64 - 8 * k)) << (64 - n - 8 * k);
+                n += 8 * k;
+                at += k as usize;
+            } else {
+                while n <= 56 {
+                    let Some(&b) = src.get(at) else { break };
+                    bits |= u64::from(b) << (56 - n);
+                    n += 8;
+                    at += 1;
                 }
-                None => break,
             }
         }
-        if nbits == 0 {
-            break;
+        if n == 0 {
+            break Ok(());
         }
-        let window = if nbits >= MAX_LEN as u32 {
-            (acc >> (nbits - MAX_LEN as u32)) as u32 & ((1u32 << MAX_LEN) - 1)
+        // With fewer than 12 bits left the input is over (a refill leaves
+        // more): the bits past its end are ones.
+        let word = if n < PAIR_BITS {
+            bits | (u64::MAX >> n)
         } else {
-            // The string's last bits, padded with ones.
-            let pad = MAX_LEN as u32 - nbits;
-            ((acc as u32) << pad) | ((1u32 << pad) - 1)
+            bits
         };
-        // While 30 bits are left (none of them padding), one or two octets
-        // a lookup.
-        if nbits >= MAX_LEN as u32 {
-            let p = PAIRS[(window >> (MAX_LEN as u32 - PAIR_BITS)) as usize];
-            if p.n != 0 {
-                out.push(p.first);
-                if p.n == 2 {
-                    out.push(p.second);
-                }
-                nbits -= u32::from(p.bits);
-                acc &= (1u64 << nbits) - 1;
+        let p = PAIRS[(word >> (64 - PAIR_BITS)) as usize];
+        if p.n != 0 {
+            if u32::from(p.bits) <= n {
+                out[o] = p.first;
+                out[o + 1] = p.second;
+                o += usize::from(p.n);
+                bits <<= p.bits;
+                n -= u32::from(p.bits);
                 continue;
             }
+            if u32::from(p.first_bits) <= n {
+                out[o] = p.first;
+                o += 1;
+                bits <<= p.first_bits;
+                n -= u32::from(p.first_bits);
+                continue;
+            }
+            break padding(bits, n);
         }
-        let (fsym, flen) = FAST[(window >> (MAX_LEN as u32 - PEEK)) as usize];
-        if flen != 0 && u32::from(flen) <= nbits && fsym != 256 {
-            out.push(fsym as u8);
-            nbits -= u32::from(flen);
-            acc &= (1u64 << nbits) - 1;
-            continue;
+        // The first code is longer than 12 bits: none fits in fewer.
+        if n <= PAIR_BITS {
+            break padding(bits, n);
         }
-        let Some((sym, len)) = lookup(window) else {
-            return Err(HuffmanError::Eos);
+        let word = if n < MAX_LEN as u32 {
+            bits | (u64::MAX >> n)
+        } else {
+            bits
         };
-        if len > nbits {
-            // No complete code left: the padding.
-            break;
+        match lookup((word >> (64 - MAX_LEN)) as u32) {
+            Some((256, len)) if len <= n => break Err(HuffmanError::Eos),
+            Some((sym, len)) if len <= n => {
+                out[o] = sym as u8;
+                o += 1;
+                bits <<= len;
+                n -= len;
+            }
+            _ => break padding(bits, n),
         }
-        if sym == 256 {
-            return Err(HuffmanError::Eos);
-        }
-        out.push(sym as u8);
-        nbits -= len;
-        acc &= (1u64 << nbits) - 1;
-    }
-    // At most 7 bits of padding, all ones (a prefix of EOS).
-    let ones = (1u64 << nbits) - 1;
-    if nbits > 7 || acc & ones != ones {
-        return Err(HuffmanError::Padding);
-    }
-    Ok(())
+    };
+    out.truncate(o);
+    result
 }
 
 /// The bit-by-bit decoder [`decode`] replaced: the oracle of its tests.

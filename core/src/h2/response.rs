@@ -133,8 +133,7 @@ pub fn check_fields(fields: &[Field], trailers: bool) -> Result<Option<u16>, &'s
             status = Some(parse_status(v).ok_or("invalid :status")?);
         } else {
             regular = true;
-            let bad = |&b: &u8| b <= 0x20 || b.is_ascii_uppercase() || b >= 0x7f || b == b':';
-            if n.is_empty() || n.iter().any(bad) {
+            if n.is_empty() || n.iter().any(|&b| BAD_IN_NAME[usize::from(b)]) {
                 return Err("invalid field name");
             }
             if CONNECTION_SPECIFIC.contains(&n.as_slice()) {
@@ -142,7 +141,7 @@ pub fn check_fields(fields: &[Field], trailers: bool) -> Result<Option<u16>, &'s
             }
         }
         let ws = |b: Option<&u8>| matches!(b, Some(b' ' | b'\t'));
-        if v.iter().any(|&b| matches!(b, 0 | b'\r' | b'\n')) || ws(v.first()) || ws(v.last()) {
+        if v.iter().any(|&b| BAD_IN_VALUE[usize::from(b)]) || ws(v.first()) || ws(v.last()) {
             return Err("invalid field value");
         }
     }
@@ -151,6 +150,28 @@ pub fn check_fields(fields: &[Field], trailers: bool) -> Result<Option<u16>, &'s
     }
     Ok(status)
 }
+
+/// The octets a field name may not hold: 0x00-0x20, A-Z, 0x7f-0xff and
+/// `:` (RFC 9113 section 8.2.1, names lowercase).
+static BAD_IN_NAME: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        t[b] = c <= 0x20 || c.is_ascii_uppercase() || c >= 0x7f || c == b':';
+        b += 1;
+    }
+    t
+};
+
+/// The octets a field value may not hold: NUL, CR and LF.
+static BAD_IN_VALUE: [bool; 256] = {
+    let mut t = [false; 256];
+    t[0] = true;
+    t[b'\r' as usize] = true;
+    t[b'\n' as usize] = true;
+    t
+};
 
 fn parse_status(v: &[u8]) -> Option<u16> {
     if v.len() != 3 || !v.iter().all(u8::is_ascii_digit) {

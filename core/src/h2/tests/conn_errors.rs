@@ -66,6 +66,27 @@ fn malformed_heads() {
     .unwrap();
 }
 
+/// Every octet in a name and in a value, against the rules of RFC 9113
+/// section 8.2.1 written out.
+#[test]
+fn field_octets_by_the_rules() {
+    use crate::h2::response::check_fields;
+    for b in 0..=255u8 {
+        let status = (b":status".to_vec(), b"200".to_vec());
+        let name = vec![b'a', b, b'a'];
+        let r = check_fields(&[status.clone(), (name, b"v".to_vec())], false);
+        let bad = b <= 0x20 || b.is_ascii_uppercase() || b >= 0x7f || b == b':';
+        assert_eq!(r.is_err(), bad, "name octet {b:#04x}: {r:?}");
+        let value = vec![b'a', b, b'a'];
+        let r = check_fields(&[status, (b"n".to_vec(), value)], false);
+        assert_eq!(
+            r.is_err(),
+            matches!(b, 0 | b'\r' | b'\n'),
+            "value octet {b:#04x}: {r:?}"
+        );
+    }
+}
+
 #[test]
 fn malformed_sequences() {
     let mut c = open(Limits::default());

@@ -371,20 +371,26 @@ fn static_table_is_appendix_a() {
 
 proptest::proptest! {
     /// The table-driven decoder says what the bit-by-bit one said, for
-    /// any bytes (mostly not Huffman at all) and for encoded strings with
-    /// any tail.
+    /// any bytes (mostly not Huffman at all), for encoded strings with
+    /// any tail, and for encoded header-like text (the short codes, two
+    /// a lookup), appended after what the output already holds.
     #[test]
     fn huffman_decode_agrees_with_the_bitwise_decoder(
         raw in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64),
         text in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64),
+        ascii in "[ -~]{0,80}",
         cut in 0usize..8,
+        prefix in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..4),
     ) {
         use crate::h2::huffman::{decode, decode_bitwise, encode};
         let mut encoded = Vec::new();
         encode(&text, &mut encoded);
         let shorter = encoded.len().saturating_sub(cut);
-        for input in [&raw[..], &encoded[..], &encoded[..shorter]] {
-            let (mut a, mut b) = (Vec::new(), Vec::new());
+        let mut header = Vec::new();
+        encode(ascii.as_bytes(), &mut header);
+        let header_shorter = header.len().saturating_sub(cut);
+        for input in [&raw[..], &encoded[..], &encoded[..shorter], &header[..], &header[..header_shorter]] {
+            let (mut a, mut b) = (prefix.clone(), prefix.clone());
             let (ra, rb) = (decode(input, &mut a), decode_bitwise(input, &mut b));
             proptest::prop_assert_eq!(ra, rb, "{:?}", input);
             if ra.is_ok() {
@@ -394,5 +400,8 @@ proptest::proptest! {
         let mut back = Vec::new();
         proptest::prop_assert!(decode(&encoded, &mut back).is_ok());
         proptest::prop_assert_eq!(back, text);
+        let mut back = prefix.clone();
+        proptest::prop_assert!(decode(&header, &mut back).is_ok());
+        proptest::prop_assert_eq!(&back[prefix.len()..], ascii.as_bytes());
     }
 }
