@@ -42,7 +42,10 @@
 //!   [`HpackError::Truncated`] before any allocation.
 //!
 //! The decoder's memory is its table: at most the cap (4096) in payload,
-//! one allocation per entry (at most cap / 32 entries).
+//! one allocation per entry (at most cap / 32 entries); and the last four
+//! Huffman strings of at most 64 octets it decoded, with what they
+//! decoded to (a server that codes the same values in every response
+//! without indexing them has them decoded once).
 
 use std::collections::VecDeque;
 
@@ -232,6 +235,56 @@ pub struct Decoder {
     /// A literal's name and value as decoded, kept from block to block
     /// (a kept connection decodes every round's block into them).
     scratch: (Vec<u8>, Vec<u8>),
+    /// The last Huffman strings decoded.
+    memo: Memo,
+}
+
+/// Short Huffman strings decoded lately and what they decoded to, least
+/// recently used replaced first: a server that codes the same values in
+/// every response without referring to its table (nginx sends `server`
+/// and `content-type` so, as literals) has them decoded once per
+/// connection. At most [`MEMO_SLOTS`] strings of [`MEMO_MAX`] octets.
+#[derive(Clone, Debug, Default)]
+struct Memo {
+    /// `(encoded, decoded, last use)`.
+    slots: [(Vec<u8>, Vec<u8>, u64); MEMO_SLOTS],
+    uses: u64,
+}
+
+const MEMO_SLOTS: usize = 4;
+
+/// The longest encoded string remembered.
+const MEMO_MAX: usize = 64;
+
+impl Memo {
+    fn decode(&mut self, raw: &[u8], out: &mut Vec<u8>) -> Result<(), huffman::HuffmanError> {
+        if raw.is_empty() || raw.len() > MEMO_MAX {
+            return huffman::decode(raw, out);
+        }
+        self.uses += 1;
+        if let Some(slot) = self.slots.iter_mut().find(|s| s.0 == raw) {
+            out.extend_from_slice(&slot.1);
+            slot.2 = self.uses;
+            return Ok(());
+        }
+        let start = out.len();
+        huffman::decode(raw, out)?;
+        if let Some(slot) = self.slots.iter_mut().min_by_key(|s| s.2) {
+            slot.0.clear();
+            slot.0.extend_from_slice(raw);
+            slot.1.clear();
+            slot.1.extend_from_slice(&out[start..]);
+            slot.2 = self.uses;
+        }
+        Ok(())
+    }
+
+    fn heap_bytes(&self) -> usize {
+        self.slots
+            .iter()
+            .map(|s| s.0.capacity() + s.1.capacity())
+            .sum()
+    }
 }
 
 impl Decoder {
@@ -246,6 +299,7 @@ impl Decoder {
             },
             cap,
             scratch: (Vec::new(), Vec::new()),
+            memo: Memo::default(),
         }
     }
 
@@ -279,6 +333,7 @@ impl Decoder {
             .sum::<usize>()
             + self.table.free.capacity()
             + self.table.entries.capacity() * std::mem::size_of::<(Vec<u8>, usize)>()
+            + self.memo.heap_bytes()
     }
 
     /// Decodes one complete header block (HEADERS and its CONTINUATIONs
@@ -350,12 +405,12 @@ impl Decoder {
                 let i = r.int(if indexing { 6 } else { 4 })?;
                 name_buf.clear();
                 if i == 0 {
-                    r.string(name_buf, max_list)?;
+                    r.string(name_buf, max_list, &mut self.memo)?;
                 } else {
                     name_buf.extend_from_slice(self.lookup(i)?.0);
                 }
                 value_buf.clear();
-                r.string(value_buf, max_list)?;
+                r.string(value_buf, max_list, &mut self.memo)?;
                 add(&mut list, name_buf, value_buf)?;
                 field(name_buf, value_buf);
                 if indexing {
@@ -425,7 +480,7 @@ impl Reader<'_> {
     /// A string literal (5.2), decoded into `out`. A string longer than
     /// the rest of the block is [`HpackError::Truncated`]; one whose
     /// decoded length alone passes `max` is [`HpackError::ListTooLarge`].
-    fn string(&mut self, out: &mut Vec<u8>, max: usize) -> Result<(), HpackError> {
+    fn string(&mut self, out: &mut Vec<u8>, max: usize, memo: &mut Memo) -> Result<(), HpackError> {
         let huff = self.peek().is_some_and(|b| b & 0x80 != 0);
         let len = self.int(7)? as usize;
         let rest = self.buf.len() - self.at;
@@ -435,7 +490,7 @@ impl Reader<'_> {
         let raw = &self.buf[self.at..self.at + len];
         self.at += len;
         if huff {
-            huffman::decode(raw, out).map_err(|_| HpackError::BadHuffman)?;
+            memo.decode(raw, out).map_err(|_| HpackError::BadHuffman)?;
         } else {
             out.extend_from_slice(raw);
         }

@@ -360,6 +360,49 @@ fn our_encoding_decodes_and_leaves_no_state() {
     assert_eq!(out, long);
 }
 
+/// A block as nginx sends it every response: literals with incremental
+/// indexing and static names, Huffman-coded values; `date` changes.
+fn nginx_block(date: &str) -> Vec<u8> {
+    let mut b = vec![0x88];
+    for (index, value) in [(54u8, "nginx/1.28.3"), (33, date), (31, "text/plain")] {
+        b.push(0x40 | index);
+        let mut v = Vec::new();
+        huffman::encode(value.as_bytes(), &mut v);
+        encode_int(&mut b, 0x80, 7, v.len());
+        b.extend_from_slice(&v);
+    }
+    b
+}
+
+/// The remembered Huffman strings give what decoding gives: the same
+/// values block after block while one of them changes every time, and a
+/// bad string after a good one of the same length is still refused.
+#[test]
+fn remembered_huffman_strings_decode_the_same() {
+    let mut d = Decoder::new(4096);
+    for s in 0..20 {
+        let date = format!("Fri, 04 Dec 2026 01:30:{s:02} GMT");
+        let want = list(&[
+            (":status", "200"),
+            ("server", "nginx/1.28.3"),
+            ("date", &date),
+            ("content-type", "text/plain"),
+        ]);
+        assert_eq!(
+            decode(&mut d, &nginx_block(&date)).unwrap(),
+            want,
+            "block {s}"
+        );
+    }
+    // "text/plain" coded, then the same length with EOS in it.
+    let mut v = Vec::new();
+    huffman::encode(b"text/plain", &mut v);
+    let mut bad = vec![0x0f, 0x10];
+    encode_int(&mut bad, 0x80, 7, v.len());
+    bad.extend(std::iter::repeat(0xff).take(v.len()));
+    assert_eq!(decode(&mut d, &bad), Err(HpackError::BadHuffman));
+}
+
 #[test]
 fn static_table_is_appendix_a() {
     assert_eq!(STATIC_TABLE.len(), 61);
