@@ -324,33 +324,6 @@ pub enum HuffmanError {
     Padding,
 }
 
-/// Bits looked up at once: every code of at most this many bits (the
-/// octets headers are made of) is found in [`FAST`] in one step.
-const PEEK: u32 = 9;
-
-/// `(symbol, length)` of the code that starts the `PEEK` bits at each
-/// index; length 0 where the code is longer (then [`CANONICAL`] decides).
-static FAST: [(u16, u8); 1 << PEEK] = fast();
-
-const fn fast() -> [(u16, u8); 1 << PEEK] {
-    let mut t = [(0u16, 0u8); 1 << PEEK];
-    let mut sym = 0;
-    while sym < 257 {
-        let (code, len) = CODES[sym];
-        if len as u32 <= PEEK {
-            let spare = PEEK - len as u32;
-            let base = (code << spare) as usize;
-            let mut i = 0;
-            while i < 1 << spare {
-                t[base + i] = (sym as u16, len);
-                i += 1;
-            }
-        }
-        sym += 1;
-    }
-    t
-}
-
 /// Bits of [`PAIRS`]' index.
 const PAIR_BITS: u32 = 12;
 
@@ -421,15 +394,12 @@ const fn pairs() -> [Pair; 1 << PAIR_BITS] {
     t
 }
 
-/// The code that starts the 30-bit `window` (left-aligned): its symbol
-/// and length. Every 30-bit string starts with a code.
+/// The code longer than [`PAIR_BITS`] that starts the 30-bit `window`
+/// (left-aligned), where [`PAIRS`] has none: its symbol and length.
+/// Every 30-bit string starts with a code.
 fn lookup(window: u32) -> Option<(u16, u32)> {
-    let (sym, len) = FAST[(window >> (MAX_LEN as u32 - PEEK)) as usize];
-    if len != 0 {
-        return Some((sym, u32::from(len)));
-    }
     let c = &CANONICAL;
-    for len in PEEK as usize + 1..=MAX_LEN {
+    for len in PAIR_BITS as usize + 1..=MAX_LEN {
         let code = window >> (MAX_LEN - len);
         let n = u32::from(c.count[len]);
         if n != 0 && code >= c.first[len] && code - c.first[len] < n {
