@@ -110,9 +110,15 @@ impl H2 {
                 _ => 0,
             },
         };
+        // Fields are read by gRPC verdicts and match blocks alone.
+        let keep_fields = match &mode {
+            Mode::Grpc { .. } => true,
+            Mode::Http { matcher, .. } => matcher.is_some(),
+        };
         let limits = Limits {
             max_header_list_bytes: buffer_size,
             max_body_bytes: body,
+            keep_fields,
             ..Limits::default()
         };
         H2 {

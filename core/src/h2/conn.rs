@@ -76,11 +76,15 @@ pub struct Limits {
     /// Our `SETTINGS_INITIAL_WINDOW_SIZE`, also the connection window we
     /// keep open (clamped to 65535..=2^31-1).
     pub initial_window: u32,
+    /// Keep the regular header and trailer fields in the [`Response`]
+    /// (a round that reads none, like an HTTP check without a match
+    /// block, has them checked by RFC 9113's rules and dropped).
+    pub keep_fields: bool,
 }
 
 impl Default for Limits {
     /// 16 KB frames and header blocks, a 4096-byte HPACK table, 16 KB of
-    /// body, 100 control frames per round, 64 KB windows.
+    /// body, 100 control frames per round, 64 KB windows, fields kept.
     fn default() -> Limits {
         Limits {
             max_frame_size: frame::DEFAULT_MAX_FRAME_SIZE,
@@ -89,6 +93,7 @@ impl Default for Limits {
             max_body_bytes: 16_384,
             max_control_frames_per_round: 100,
             initial_window: frame::DEFAULT_WINDOW,
+            keep_fields: true,
         }
     }
 }

@@ -41,11 +41,12 @@
 //!   refused; a string longer than what is left of the block is
 //!   [`HpackError::Truncated`] before any allocation.
 //!
-//! The decoder's memory is its table: at most the cap (4096) in payload,
-//! one allocation per entry (at most cap / 32 entries); and the last four
-//! Huffman strings of at most 64 octets it decoded, with what they
-//! decoded to (a server that codes the same values in every response
-//! without indexing them has them decoded once).
+//! The decoder's memory is its table: one ring of at most twice the cap
+//! (4096) for the entries' octets and a list of at most cap / 32 entries;
+//! and, once per thread for all decoders, 16 short Huffman strings
+//! decoded lately with what they decoded to (servers code the same
+//! values in every response, and every connection's `date` is the same
+//! within a second).
 
 use std::collections::VecDeque;
 
@@ -168,34 +169,47 @@ impl std::fmt::Display for HpackError {
     }
 }
 
-/// The dynamic table: newest entry first, each as one allocation holding
-/// name then value.
+/// The dynamic table: the entries' octets (name then value) in one ring,
+/// newest entry first in `entries`. An entry never wraps: one that would
+/// pass the ring's end starts at its beginning, the octets skipped left
+/// unused until the entries before them are evicted. A ring twice the
+/// size of what is live (and never more than twice the table's maximum)
+/// always has room for the next entry, so a kept connection whose server
+/// indexes its `date` every response inserts without allocating.
 #[derive(Clone, Debug, Default)]
 struct Table {
-    entries: VecDeque<(Vec<u8>, usize)>,
+    ring: Vec<u8>,
+    /// `(start, name length, value length)`, newest first; `start` counts
+    /// octets written since the ring was last laid out afresh (its
+    /// position is `start % ring.len()`).
+    entries: VecDeque<(u64, u32, u32)>,
+    /// Where the next entry would start (the same count).
+    head: u64,
     /// The RFC size of the entries (lengths + 32 each).
     size: usize,
     /// The current maximum size (the last size update, or the cap).
     max: usize,
-    /// The last evicted entry's storage, for the next insert (a server
-    /// that indexes `date` every response replaces one entry a round).
-    free: Vec<u8>,
 }
 
 impl Table {
     fn get(&self, i: usize) -> Option<(&[u8], &[u8])> {
-        self.entries.get(i).map(|(b, n)| b.split_at(*n))
+        let &(start, n, v) = self.entries.get(i)?;
+        let at = self.position(start);
+        let (n, v) = (n as usize, v as usize);
+        Some((&self.ring[at..at + n], &self.ring[at + n..at + n + v]))
+    }
+
+    fn position(&self, start: u64) -> usize {
+        match self.ring.len() as u64 {
+            0 => 0,
+            len => (start % len) as usize,
+        }
     }
 
     fn evict_to(&mut self, max: usize) {
         while self.size > max {
             match self.entries.pop_back() {
-                Some((b, _)) => {
-                    self.size -= b.len() + ENTRY_OVERHEAD;
-                    if b.capacity() <= FREE_KEPT {
-                        self.free = b;
-                    }
-                }
+                Some((_, n, v)) => self.size -= n as usize + v as usize + ENTRY_OVERHEAD,
                 None => self.size = 0,
             }
         }
@@ -210,18 +224,63 @@ impl Table {
             return;
         }
         self.evict_to(self.max - size);
-        let mut b = core::mem::take(&mut self.free);
-        b.clear();
-        b.reserve_exact(name.len() + value.len());
-        b.extend_from_slice(name);
-        b.extend_from_slice(value);
-        self.entries.push_front((b, name.len()));
+        if self.entries.is_empty() {
+            self.head = 0;
+        }
+        let len = name.len() + value.len();
+        let start = match self.room(len) {
+            Some(start) => start,
+            None => {
+                self.lay_out(len);
+                self.head
+            }
+        };
+        let at = self.position(start);
+        self.ring[at..at + name.len()].copy_from_slice(name);
+        self.ring[at + name.len()..at + len].copy_from_slice(value);
+        // Both fit in u32: an entry is at most the maximum, a u32.
+        self.entries
+            .push_front((start, name.len() as u32, value.len() as u32));
+        self.head = start + len as u64;
         self.size += size;
     }
-}
 
-/// The most capacity an evicted entry's storage keeps for the next.
-const FREE_KEPT: usize = 1024;
+    /// Where an entry of `len` octets fits without wrapping, if it does.
+    fn room(&self, len: usize) -> Option<u64> {
+        let ring = self.ring.len() as u64;
+        let oldest = self.entries.back().map_or(self.head, |e| e.0);
+        let at = self.head % ring.max(1);
+        // Past the end: skip to the ring's beginning.
+        let start = if at + len as u64 > ring {
+            self.head + (ring - at)
+        } else {
+            self.head
+        };
+        (ring > 0 && start + len as u64 - oldest <= ring).then_some(start)
+    }
+
+    /// A new ring with room for `len` more octets, the live entries
+    /// copied to its beginning, oldest first.
+    fn lay_out(&mut self, len: usize) {
+        let old = core::mem::take(&mut self.ring);
+        let old_len = (old.len() as u64).max(1);
+        let live: usize = self.entries.iter().map(|e| (e.1 + e.2) as usize).sum();
+        let want = (2 * (live + len)).max(2 * old.len()).max(64);
+        // Never more than twice the maximum (which live + len is within).
+        let cap = want.min(2 * self.max).max(live + len);
+        let mut ring = vec![0u8; cap];
+        let mut head = 0usize;
+        for e in self.entries.iter_mut().rev() {
+            let at = (e.0 % old_len) as usize;
+            let n = (e.1 + e.2) as usize;
+            ring[head..head + n].copy_from_slice(&old[at..at + n]);
+            e.0 = head as u64;
+            head += n;
+        }
+        self.ring = ring;
+        self.head = head as u64;
+    }
+}
 
 /// The most capacity a scratch buffer keeps from one block to the next.
 const SCRATCH_KEPT: usize = 4096;
@@ -235,55 +294,102 @@ pub struct Decoder {
     /// A literal's name and value as decoded, kept from block to block
     /// (a kept connection decodes every round's block into them).
     scratch: (Vec<u8>, Vec<u8>),
-    /// The last Huffman strings decoded.
-    memo: Memo,
 }
 
-/// Short Huffman strings decoded lately and what they decoded to, least
-/// recently used replaced first: a server that codes the same values in
-/// every response without referring to its table (nginx sends `server`
-/// and `content-type` so, as literals) has them decoded once per
-/// connection. At most [`MEMO_SLOTS`] strings of [`MEMO_MAX`] octets.
-#[derive(Clone, Debug, Default)]
+/// Short Huffman strings decoded lately and what they decoded to, shared
+/// by every decoder of a thread (an nginx worker is one): servers code
+/// the same values in every response, `server` and `content-type`
+/// without referring to their table and `date` the same on every
+/// connection within a second, so a worker with a thousand kept
+/// connections decodes each once. Huffman decoding is a function of the
+/// octets alone, so what one connection decoded serves another. Two
+/// strings of [`MEMO_MAX`] octets in each of [`MEMO_SETS`] sets chosen by
+/// a hash of the octets, the older of the two replaced; fixed size, no
+/// allocation; an error is never remembered.
 struct Memo {
-    /// `(encoded, decoded, last use)`.
-    slots: [(Vec<u8>, Vec<u8>, u64); MEMO_SLOTS],
-    uses: u64,
+    slots: [Slot; MEMO_SETS * 2],
+    /// Per set, the way to replace next.
+    older: [u8; MEMO_SETS],
 }
 
-const MEMO_SLOTS: usize = 4;
+#[derive(Clone, Copy)]
+struct Slot {
+    /// 0: empty (an empty string is never remembered).
+    raw_len: u8,
+    out_len: u8,
+    raw: [u8; MEMO_MAX],
+    out: [u8; MEMO_OUT],
+}
+
+const MEMO_SETS: usize = 8;
 
 /// The longest encoded string remembered.
 const MEMO_MAX: usize = 64;
 
+/// The longest decoded string remembered (64 octets of 5-bit codes).
+const MEMO_OUT: usize = MEMO_MAX * 8 / 5;
+
+thread_local! {
+    static MEMO: core::cell::RefCell<Memo> = const {
+        core::cell::RefCell::new(Memo {
+            slots: [Slot { raw_len: 0, out_len: 0, raw: [0; MEMO_MAX], out: [0; MEMO_OUT] }; MEMO_SETS * 2],
+            older: [0; MEMO_SETS],
+        })
+    };
+}
+
 impl Memo {
+    /// The set of a string: its length and its first and last 8 octets.
+    fn set(raw: &[u8]) -> usize {
+        let word = |s: &[u8]| {
+            let mut w = [0u8; 8];
+            let n = s.len().min(8);
+            w[..n].copy_from_slice(&s[..n]);
+            u64::from_le_bytes(w)
+        };
+        let h = raw.len() as u64
+            ^ word(raw)
+            ^ word(&raw[raw.len().saturating_sub(8)..]).rotate_left(29);
+        (h.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 61) as usize
+    }
+
     fn decode(&mut self, raw: &[u8], out: &mut Vec<u8>) -> Result<(), huffman::HuffmanError> {
         if raw.is_empty() || raw.len() > MEMO_MAX {
             return huffman::decode(raw, out);
         }
-        self.uses += 1;
-        if let Some(slot) = self.slots.iter_mut().find(|s| s.0 == raw) {
-            out.extend_from_slice(&slot.1);
-            slot.2 = self.uses;
-            return Ok(());
+        let set = Memo::set(raw);
+        for way in 0..2 {
+            let s = &self.slots[set * 2 + way];
+            if usize::from(s.raw_len) == raw.len() && s.raw[..raw.len()] == *raw {
+                out.extend_from_slice(&s.out[..usize::from(s.out_len)]);
+                self.older[set] = 1 - way as u8;
+                return Ok(());
+            }
         }
         let start = out.len();
         huffman::decode(raw, out)?;
-        if let Some(slot) = self.slots.iter_mut().min_by_key(|s| s.2) {
-            slot.0.clear();
-            slot.0.extend_from_slice(raw);
-            slot.1.clear();
-            slot.1.extend_from_slice(&out[start..]);
-            slot.2 = self.uses;
+        let decoded = &out[start..];
+        if decoded.len() <= MEMO_OUT {
+            let way = usize::from(self.older[set]);
+            let s = &mut self.slots[set * 2 + way];
+            // Both fit in u8: at most MEMO_MAX and MEMO_OUT.
+            s.raw_len = raw.len() as u8;
+            s.raw[..raw.len()].copy_from_slice(raw);
+            s.out_len = decoded.len() as u8;
+            s.out[..decoded.len()].copy_from_slice(decoded);
+            self.older[set] = 1 - way as u8;
         }
         Ok(())
     }
+}
 
-    fn heap_bytes(&self) -> usize {
-        self.slots
-            .iter()
-            .map(|s| s.0.capacity() + s.1.capacity())
-            .sum()
+/// A Huffman string decoded through the thread's [`Memo`], or directly
+/// when it cannot be had (never on nginx's event loop).
+fn decode_huffman(raw: &[u8], out: &mut Vec<u8>) -> Result<(), huffman::HuffmanError> {
+    let remembered = MEMO.try_with(|m| m.try_borrow_mut().ok().map(|mut m| m.decode(raw, out)));
+    match remembered {
+        Ok(Some(r)) => r,
+        _ => huffman::decode(raw, out),
     }
 }
 
@@ -299,7 +405,6 @@ impl Decoder {
             },
             cap,
             scratch: (Vec::new(), Vec::new()),
-            memo: Memo::default(),
         }
     }
 
@@ -326,14 +431,8 @@ impl Decoder {
 
     /// The heap bytes the table holds (payload and bookkeeping), roughly.
     pub fn heap_bytes(&self) -> usize {
-        self.table
-            .entries
-            .iter()
-            .map(|(b, _)| b.capacity())
-            .sum::<usize>()
-            + self.table.free.capacity()
-            + self.table.entries.capacity() * std::mem::size_of::<(Vec<u8>, usize)>()
-            + self.memo.heap_bytes()
+        self.table.ring.capacity()
+            + self.table.entries.capacity() * std::mem::size_of::<(u64, u32, u32)>()
     }
 
     /// Decodes one complete header block (HEADERS and its CONTINUATIONs
@@ -405,12 +504,12 @@ impl Decoder {
                 let i = r.int(if indexing { 6 } else { 4 })?;
                 name_buf.clear();
                 if i == 0 {
-                    r.string(name_buf, max_list, &mut self.memo)?;
+                    r.string(name_buf, max_list)?;
                 } else {
                     name_buf.extend_from_slice(self.lookup(i)?.0);
                 }
                 value_buf.clear();
-                r.string(value_buf, max_list, &mut self.memo)?;
+                r.string(value_buf, max_list)?;
                 add(&mut list, name_buf, value_buf)?;
                 field(name_buf, value_buf);
                 if indexing {
@@ -480,7 +579,7 @@ impl Reader<'_> {
     /// A string literal (5.2), decoded into `out`. A string longer than
     /// the rest of the block is [`HpackError::Truncated`]; one whose
     /// decoded length alone passes `max` is [`HpackError::ListTooLarge`].
-    fn string(&mut self, out: &mut Vec<u8>, max: usize, memo: &mut Memo) -> Result<(), HpackError> {
+    fn string(&mut self, out: &mut Vec<u8>, max: usize) -> Result<(), HpackError> {
         let huff = self.peek().is_some_and(|b| b & 0x80 != 0);
         let len = self.int(7)? as usize;
         let rest = self.buf.len() - self.at;
@@ -490,7 +589,7 @@ impl Reader<'_> {
         let raw = &self.buf[self.at..self.at + len];
         self.at += len;
         if huff {
-            memo.decode(raw, out).map_err(|_| HpackError::BadHuffman)?;
+            decode_huffman(raw, out).map_err(|_| HpackError::BadHuffman)?;
         } else {
             out.extend_from_slice(raw);
         }

@@ -114,41 +114,92 @@ pub const CONNECTION_SPECIFIC: [&[u8]; 5] = [
 /// - a connection-specific field ([`CONNECTION_SPECIFIC`]);
 /// - a value with NUL, CR or LF, or starting or ending with SP or HTAB.
 pub fn check_fields(fields: &[Field], trailers: bool) -> Result<Option<u16>, &'static str> {
-    let mut status = None;
-    let mut regular = false;
+    let mut check = FieldCheck::new(trailers);
     for (n, v) in fields {
+        check.field(n, v);
+    }
+    check.finish()
+}
+
+/// [`check_fields`] one field at a time, as a block decodes: the first
+/// rule broken is kept and said by [`FieldCheck::finish`].
+#[derive(Debug)]
+pub struct FieldCheck {
+    trailers: bool,
+    regular: bool,
+    status: Option<u16>,
+    error: Option<&'static str>,
+}
+
+impl FieldCheck {
+    /// A check of a head (`trailers` false) or a trailer section.
+    pub fn new(trailers: bool) -> FieldCheck {
+        FieldCheck {
+            trailers,
+            regular: false,
+            status: None,
+            error: None,
+        }
+    }
+
+    /// Checks the next field; false once a rule is broken (by it or an
+    /// earlier one).
+    pub fn field(&mut self, n: &[u8], v: &[u8]) -> bool {
+        if self.error.is_some() {
+            return false;
+        }
+        match self.check(n, v) {
+            Ok(()) => true,
+            Err(e) => {
+                self.error = Some(e);
+                false
+            }
+        }
+    }
+
+    fn check(&mut self, n: &[u8], v: &[u8]) -> Result<(), &'static str> {
         if n.first() == Some(&b':') {
-            if trailers {
+            if self.trailers {
                 return Err("pseudo-header in trailers");
             }
-            if regular {
+            if self.regular {
                 return Err("pseudo-header after a regular field");
             }
-            if n.as_slice() != b":status" {
+            if n != b":status" {
                 return Err("pseudo-header other than :status");
             }
-            if status.is_some() {
+            if self.status.is_some() {
                 return Err("duplicate :status");
             }
-            status = Some(parse_status(v).ok_or("invalid :status")?);
+            self.status = Some(parse_status(v).ok_or("invalid :status")?);
         } else {
-            regular = true;
+            self.regular = true;
             if n.is_empty() || n.iter().any(|&b| BAD_IN_NAME[usize::from(b)]) {
                 return Err("invalid field name");
             }
-            if CONNECTION_SPECIFIC.contains(&n.as_slice()) {
+            // Their lengths first: most names are none of them.
+            if matches!(n.len(), 7 | 10 | 16 | 17) && CONNECTION_SPECIFIC.contains(&n) {
                 return Err("connection-specific header field");
             }
         }
         let ws = |b: Option<&u8>| matches!(b, Some(b' ' | b'\t'));
-        if v.iter().any(|&b| BAD_IN_VALUE[usize::from(b)]) || ws(v.first()) || ws(v.last()) {
+        if !value_octets_ok(v) || ws(v.first()) || ws(v.last()) {
             return Err("invalid field value");
         }
+        Ok(())
     }
-    if !trailers && status.is_none() {
-        return Err("missing :status");
+
+    /// The section's `:status` (`None` for trailers), or the first rule
+    /// broken.
+    pub fn finish(self) -> Result<Option<u16>, &'static str> {
+        if let Some(e) = self.error {
+            return Err(e);
+        }
+        if !self.trailers && self.status.is_none() {
+            return Err("missing :status");
+        }
+        Ok(self.status)
     }
-    Ok(status)
 }
 
 /// The octets a field name may not hold: 0x00-0x20, A-Z, 0x7f-0xff and
@@ -163,6 +214,25 @@ static BAD_IN_NAME: [bool; 256] = {
     }
     t
 };
+
+/// A value holds no NUL, CR or LF: eight octets at a time (a word has
+/// one of them where `word ^ that` has a zero octet), the rest by table.
+fn value_octets_ok(v: &[u8]) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let zero_in = |x: u64| x.wrapping_sub(ONES) & !x & HIGH != 0;
+    let mut words = v.chunks_exact(8);
+    for w in &mut words {
+        let w = u64::from_le_bytes(w.try_into().unwrap_or([0; 8]));
+        if zero_in(w) || zero_in(w ^ (ONES * 0x0d)) || zero_in(w ^ (ONES * 0x0a)) {
+            return false;
+        }
+    }
+    !words
+        .remainder()
+        .iter()
+        .any(|&b| BAD_IN_VALUE[usize::from(b)])
+}
 
 /// The octets a field value may not hold: NUL, CR and LF.
 static BAD_IN_VALUE: [bool; 256] = {

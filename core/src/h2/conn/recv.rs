@@ -6,7 +6,7 @@ use super::{
 };
 use crate::h2::error::{code, ProtocolError};
 use crate::h2::frame::{self, kind, setting, Frame};
-use crate::h2::response::{check_fields, Field, MAX_INTERIM};
+use crate::h2::response::{Field, FieldCheck, MAX_INTERIM};
 
 impl Conn {
     /// Where a stream id stands for a frame of type `k` that needs an
@@ -294,14 +294,25 @@ impl Conn {
             return Ok(());
         };
         let max = self.limits.max_header_list_bytes;
-        let mut fields: Vec<Field> = self.spare.list();
+        let stream = b.stream;
+        let phase = self
+            .streams
+            .iter()
+            .find(|s| s.id == stream)
+            .map(|s| s.phase);
+        // Checked as they decode (RFC 9113 section 8); the regular ones
+        // kept when the round reads them.
+        let mut check = FieldCheck::new(phase == Some(Phase::Body));
+        let keep = self.limits.keep_fields && matches!(phase, Some(Phase::Head | Phase::Body));
+        let mut fields: Vec<Field> = if keep { self.spare.list() } else { Vec::new() };
         let spare = &mut self.spare;
-        let decoded = self
-            .hpack
-            .decode(&b.buf, max, |n, v| fields.push(spare.field(n, v)));
+        let decoded = self.hpack.decode(&b.buf, max, |n, v| {
+            if check.field(n, v) && keep && n.first() != Some(&b':') {
+                fields.push(spare.field(n, v));
+            }
+        });
         self.spare.keep_buf(b.buf);
         decoded.map_err(ProtocolError::Hpack)?;
-        let stream = b.stream;
         let Some(s) = self.streams.iter_mut().find(|s| s.id == stream) else {
             // Reset by us (or taken while the block was open): decoded
             // only to keep the HPACK table in step.
@@ -311,7 +322,7 @@ impl Conn {
         let bad = |what| ProtocolError::Malformed { stream, what };
         match s.phase {
             Phase::Head => {
-                let status = check_fields(&fields, false).map_err(bad)?.unwrap_or(0);
+                let status = check.finish().map_err(bad)?.unwrap_or(0);
                 if status < 200 {
                     if status == 101 {
                         return Err(bad("101 in HTTP/2"));
@@ -326,16 +337,9 @@ impl Conn {
                     self.spare.keep_list(fields);
                     return Ok(());
                 }
-                // The pseudo-headers lead (check_fields): theirs go back.
-                let pseudo = fields
-                    .iter()
-                    .take_while(|(n, _)| n.first() == Some(&b':'))
-                    .count();
-                for f in fields.drain(..pseudo) {
-                    self.spare.keep_field(f);
-                }
                 s.resp.status = Some(status);
-                s.resp.headers = fields;
+                self.spare
+                    .keep_list(core::mem::replace(&mut s.resp.headers, fields));
                 s.phase = Phase::Body;
                 s.events |= EV_HEADERS;
             }
@@ -343,8 +347,9 @@ impl Conn {
                 if !b.end_stream {
                     return Err(bad("trailers without END_STREAM"));
                 }
-                check_fields(&fields, true).map_err(bad)?;
-                s.resp.trailers = fields;
+                check.finish().map_err(bad)?;
+                self.spare
+                    .keep_list(core::mem::replace(&mut s.resp.trailers, fields));
                 s.resp.has_trailers = true;
                 s.events |= EV_TRAILERS;
             }

@@ -249,6 +249,41 @@ fn get_with_body_and_trailers() {
     assert_eq!(c.open_stream(&get(), b"").unwrap(), 3);
 }
 
+/// A round that reads no field (`keep_fields` off) gets the status, the
+/// body and the trailer section's arrival, no field; the fields are
+/// still checked and the HPACK table still follows them.
+#[test]
+fn fields_not_kept_are_checked_and_dropped() {
+    let limits = Limits {
+        keep_fields: false,
+        ..Limits::default()
+    };
+    let mut c = ready(limits);
+    c.open_stream(&get(), b"").unwrap();
+    let mut input = headers(
+        1,
+        &[(":status", "200"), ("content-type", "text/plain")],
+        false,
+    );
+    input.extend(data(1, b"hello", false));
+    input.extend(headers(1, &[("x-trailer", "t")], true));
+    feed(&mut c, &input).unwrap();
+    let r = c.take_response(1).unwrap();
+    assert_eq!(
+        (r.status, &r.body[..], r.has_trailers),
+        (Some(200), &b"hello"[..], true)
+    );
+    assert!(r.headers.is_empty() && r.trailers.is_empty(), "{r:?}");
+    c.begin_round();
+    c.open_stream(&get(), b"").unwrap();
+    let e = feed(
+        &mut c,
+        &headers(3, &[(":status", "200"), ("Bad", "x")], true),
+    )
+    .unwrap_err();
+    assert!(e.to_string().ends_with("invalid field name"), "{e}");
+}
+
 #[test]
 fn interim_responses_are_skipped() {
     let mut c = ready(Limits::default());

@@ -27,9 +27,16 @@ fn fails(c: &mut Client, input: &[u8]) -> E {
     e
 }
 
+/// What ends the connection, the same whether the fields are kept or not.
 fn malformed(list: &[(&str, &str)]) -> String {
     let mut c = open(Limits::default());
-    fails(&mut c, &headers(1, list, true)).to_string()
+    let kept = fails(&mut c, &headers(1, list, true)).to_string();
+    let mut c = open(Limits {
+        keep_fields: false,
+        ..Limits::default()
+    });
+    assert_eq!(fails(&mut c, &headers(1, list, true)).to_string(), kept);
+    kept
 }
 
 #[test]
@@ -84,6 +91,17 @@ fn field_octets_by_the_rules() {
             matches!(b, 0 | b'\r' | b'\n'),
             "value octet {b:#04x}: {r:?}"
         );
+        // At every place of a value long enough for whole words.
+        for at in 1..19 {
+            let mut value = vec![b'a'; 20];
+            value[at] = b;
+            let r = check_fields(&[(b"n".to_vec(), value)], true);
+            assert_eq!(
+                r.is_err(),
+                matches!(b, 0 | b'\r' | b'\n'),
+                "value octet {b:#04x} at {at}: {r:?}"
+            );
+        }
     }
 }
 

@@ -374,8 +374,9 @@ fn nginx_block(date: &str) -> Vec<u8> {
     b
 }
 
-/// The remembered Huffman strings give what decoding gives: the same
-/// values block after block while one of them changes every time, and a
+/// The remembered Huffman strings (shared by the decoders of a thread)
+/// give what decoding gives: the same values block after block while one
+/// of them changes every time, on one connection and on another, and a
 /// bad string after a good one of the same length is still refused.
 #[test]
 fn remembered_huffman_strings_decode_the_same() {
@@ -392,6 +393,12 @@ fn remembered_huffman_strings_decode_the_same() {
             decode(&mut d, &nginx_block(&date)).unwrap(),
             want,
             "block {s}"
+        );
+        let mut other = Decoder::new(4096);
+        assert_eq!(
+            decode(&mut other, &nginx_block(&date)).unwrap(),
+            want,
+            "block {s} on another connection"
         );
     }
     // "text/plain" coded, then the same length with EOS in it.
@@ -446,5 +453,98 @@ proptest::proptest! {
         let mut back = prefix.clone();
         proptest::prop_assert!(decode(&header, &mut back).is_ok());
         proptest::prop_assert_eq!(&back[prefix.len()..], ascii.as_bytes());
+    }
+}
+
+/// One step of [`the_table_keeps_what_a_model_keeps`]: insert a literal
+/// of these name and value lengths (with incremental indexing), or send
+/// a size update.
+#[derive(Clone, Debug)]
+enum Step {
+    Insert(usize, usize),
+    Resize(usize),
+}
+
+fn step() -> impl proptest::strategy::Strategy<Value = Step> {
+    use proptest::prelude::*;
+    prop_oneof![
+        8 => (0usize..200, 0usize..600).prop_map(|(n, v)| Step::Insert(n, v)),
+        1 => (0usize..=4096).prop_map(Step::Resize),
+    ]
+}
+
+proptest::proptest! {
+    /// The ring holding the dynamic table gives back, at every index,
+    /// what a plain list of entries evicted by RFC 7541 section 4.4 holds,
+    /// through inserts of every size (some larger than the table) and
+    /// size updates; and its memory stays within twice the cap.
+    #[test]
+    fn the_table_keeps_what_a_model_keeps(steps in proptest::collection::vec(step(), 1..120)) {
+        use std::collections::VecDeque;
+        let mut d = Decoder::new(4096);
+        let mut model: VecDeque<(String, String)> = VecDeque::new();
+        let (mut max, mut serial) = (4096usize, 0u32);
+        let size = |m: &VecDeque<(String, String)>| m.iter().map(|(n, v)| n.len() + v.len() + 32).sum::<usize>();
+        for s in steps {
+            let mut block = Vec::new();
+            match s {
+                Step::Insert(n, v) => {
+                    serial += 1;
+                    let text = |len: usize, c: char| format!("{c}{serial}-").chars().cycle().take(len).collect::<String>();
+                    let (name, value) = (text(n, 'n'), text(v, 'v'));
+                    block.push(0x40);
+                    crate::h2::hpack::encode_str(&mut block, name.as_bytes());
+                    crate::h2::hpack::encode_str(&mut block, value.as_bytes());
+                    if name.len() + value.len() + 32 > max {
+                        model.clear();
+                    } else {
+                        model.push_front((name, value));
+                        while size(&model) > max {
+                            model.pop_back();
+                        }
+                    }
+                }
+                Step::Resize(m) => {
+                    encode_int(&mut block, 0x20, 5, m);
+                    max = m;
+                    while size(&model) > max {
+                        model.pop_back();
+                    }
+                }
+            }
+            decode(&mut d, &block).unwrap();
+            proptest::prop_assert_eq!((d.table_len(), d.table_size()), (model.len(), size(&model)));
+            let mut all = Vec::new();
+            for i in 0..model.len() {
+                encode_int(&mut all, 0x80, 7, 62 + i);
+            }
+            let got = decode(&mut d, &all).unwrap();
+            let want: List = model.iter().cloned().collect();
+            proptest::prop_assert_eq!(got, want);
+            proptest::prop_assert!(d.heap_bytes() <= 2 * 4096 + 4096 / 32 * 16 + 4096, "{}", d.heap_bytes());
+        }
+    }
+}
+
+proptest::proptest! {
+    /// Strings from a pool larger than what is remembered, picked in any
+    /// order by three connections, decode to what they encode (hash sets
+    /// shared and replaced as they go).
+    #[test]
+    fn remembered_strings_survive_any_order(
+        pool in proptest::collection::vec("[ -~]{1,90}", 1..40),
+        picks in proptest::collection::vec((0usize..40, 0usize..3), 1..200),
+    ) {
+        let mut decoders = [Decoder::new(4096), Decoder::new(4096), Decoder::new(4096)];
+        for (i, d) in picks {
+            let text = &pool[i % pool.len()];
+            let mut v = Vec::new();
+            huffman::encode(text.as_bytes(), &mut v);
+            let mut block = vec![0x0f, 0x10];
+            encode_int(&mut block, 0x80, 7, v.len());
+            block.extend_from_slice(&v);
+            let got = decode(&mut decoders[d], &block).unwrap();
+            proptest::prop_assert_eq!(got, list(&[("content-type", text)]));
+        }
     }
 }
