@@ -68,7 +68,7 @@ pub const KEEPALIVE_REQUESTS_MAX: u32 = 1_000_000;
 /// `check_max_inflight`'s default: probes connecting or handshaking at
 /// once in a worker, per http or stream block (docs/directives.md,
 /// check_max_inflight).
-pub const MAX_INFLIGHT_DEFAULT: u32 = 32;
+pub const MAX_INFLIGHT_DEFAULT: u32 = 16;
 /// `check_max_inflight`'s largest value.
 pub const MAX_INFLIGHT_MAX: u32 = 65_535;
 /// Largest `check_shm_size`, in bytes (4 GiB).

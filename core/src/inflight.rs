@@ -4,8 +4,11 @@
 //! the event loop's clock (the "budget"), and the rounds past either bound
 //! waiting in one queue, oldest first, none dropped. `cap` 0: no bound.
 //! When rounds waited while the clock moved on by `d` ms (a worker whose
-//! turns are long, under load), `cap x d` of them may start at once (at
-//! most [`MAX_CATCH_UP_MS`] ms' worth): the checks keep their rate.
+//! turns are long, under load), `cap x (d - 2)` of them may start at once
+//! (at most [`MAX_CATCH_UP_MS`] ms' worth): the checks keep their rate.
+//! The first [`CATCH_UP_SLACK_MS`] are not caught up on: a turn that ran a
+//! little long (a few rounds' connects, the hypervisor) must not make the
+//! next one longer with twice the starts, and so on while rounds wait.
 //! The worker's gate (nginx events) drives this; it knows no time but the
 //! millisecond it is given.
 
@@ -36,6 +39,9 @@ pub enum Wake {
 /// The most milliseconds of starts rounds that waited may catch up on.
 pub const MAX_CATCH_UP_MS: u64 = 1000;
 
+/// The milliseconds of a wait not caught up on.
+pub const CATCH_UP_SLACK_MS: u64 = 2;
+
 /// The places, the budget and the queue of one gate.
 #[derive(Debug)]
 pub struct Limiter<T> {
@@ -57,7 +63,7 @@ impl<T: Copy + PartialEq> Limiter<T> {
     }
 
     /// A new millisecond: `cap` starts, or `cap` for each millisecond
-    /// rounds waited through.
+    /// rounds waited through past the slack.
     fn refill(&mut self, now: u64) {
         let (ms, _) = self.budget;
         if ms == now {
@@ -65,7 +71,10 @@ impl<T: Copy + PartialEq> Limiter<T> {
         }
         let waited = match self.queue.is_empty() {
             true => 1,
-            false => now.saturating_sub(ms).clamp(1, MAX_CATCH_UP_MS),
+            false => now
+                .saturating_sub(ms)
+                .saturating_sub(CATCH_UP_SLACK_MS)
+                .clamp(1, MAX_CATCH_UP_MS),
         };
         self.budget = (now, self.cap.saturating_mul(waited as usize));
     }
@@ -154,6 +163,52 @@ impl<T: Copy + PartialEq> Limiter<T> {
     }
 }
 
+/// How many events of the checks' connections a worker handles in one
+/// millisecond of the event loop's clock, the rest waiting in order for
+/// the next (docs/design.md, Bounded turns): a server that dies closes
+/// hundreds of connections at once, and their rounds' ends, handled in
+/// one turn, would make it as long as the starts the budget of
+/// [`Limiter`] bounds. Waited-for milliseconds are caught up on as there
+/// (past [`CATCH_UP_SLACK_MS`]).
+#[derive(Debug)]
+pub struct EventBudget {
+    per_ms: u64,
+    ms: u64,
+    left: u64,
+}
+
+impl EventBudget {
+    pub const fn new(per_ms: u64) -> EventBudget {
+        EventBudget {
+            per_ms,
+            ms: 0,
+            left: per_ms,
+        }
+    }
+
+    /// Take one event at `now`; `behind`: events wait for this budget
+    /// (the milliseconds since the last refill are caught up on). False:
+    /// this millisecond's events are spent.
+    pub fn take(&mut self, now: u64, behind: bool) -> bool {
+        if self.ms != now {
+            let waited = match behind {
+                false => 1,
+                true => now
+                    .saturating_sub(self.ms)
+                    .saturating_sub(CATCH_UP_SLACK_MS)
+                    .clamp(1, MAX_CATCH_UP_MS),
+            };
+            self.ms = now;
+            self.left = self.per_ms.saturating_mul(waited);
+        }
+        if self.left == 0 {
+            return false;
+        }
+        self.left -= 1;
+        true
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -191,10 +246,45 @@ mod tests {
         while l.next(510).is_some() {
             went += 1;
         }
-        assert_eq!(went, 100, "2 a ms over 500 ms: all 100");
+        assert_eq!(went, 100, "2 a ms over 498 of the 500 ms: all 100");
         // A fresh burst after an idle time gets `cap`, not the idle time.
         assert!(l.start(2000) && l.start(2000));
         assert!(!l.start(2000));
+    }
+
+    /// A turn a little long (3 ms between two refills) gives the next turn
+    /// `cap` starts, not three times that: the longer turn it would make
+    /// would give the next more again.
+    #[test]
+    fn a_little_late_is_not_caught_up_on() {
+        let mut l = Limiter::<u32>::new(4);
+        assert!((0..4).all(|_| l.start(10)));
+        for i in 0..100 {
+            l.wait(i, Wait::Start);
+        }
+        let went = |l: &mut Limiter<u32>, now| {
+            let mut n = 0;
+            while l.next(now).is_some() {
+                n += 1;
+            }
+            n
+        };
+        assert_eq!(went(&mut l, 13), 4, "3 ms: within the slack");
+        assert_eq!(went(&mut l, 14), 4, "the next millisecond");
+        assert_eq!(went(&mut l, 24), 4 * 8, "10 ms: all but the slack");
+    }
+
+    #[test]
+    fn events_per_millisecond() {
+        let mut b = EventBudget::new(3);
+        assert!((0..3).all(|_| b.take(7, false)));
+        assert!(!b.take(7, false) && !b.take(7, true));
+        assert!((0..3).all(|_| b.take(8, false)));
+        assert!(!b.take(8, false));
+        // Events that waited 10 ms: all but the slack caught up on.
+        assert_eq!((0..100).filter(|_| b.take(18, true)).count(), 3 * 8);
+        // A quiet start after a long idle time gets one millisecond's.
+        assert_eq!((0..100).filter(|_| b.take(5000, false)).count(), 3);
     }
 
     #[test]

@@ -6,6 +6,7 @@
 use ngx::ffi::{ngx_connection_t, ngx_event_handler_pt, ngx_event_t};
 
 use super::conn::Conn;
+use super::defer;
 use super::inflight::Gate;
 use super::probe::{Handlers, Probe};
 use super::round;
@@ -75,6 +76,16 @@ unsafe fn probe_of<'a>(ev: *mut ngx_event_t) -> Option<(Conn, &'a mut Probe)> {
 }
 
 unsafe extern "C" fn ngx_healthcheck_conn_handler(ev: *mut ngx_event_t) {
+    // SAFETY: nginx passes a live event; a connection event's `data` is
+    // its connection.
+    let taken_back = unsafe {
+        let c = (*ev).data.cast::<ngx_connection_t>();
+        !c.is_null() && (*c).close() != 0
+    };
+    // This millisecond's events spent: later, from the queue.
+    if !taken_back && defer::defer(ev) {
+        return;
+    }
     // SAFETY: nginx passes a live event.
     let (log, timedout, write) = unsafe { ((*ev).log, (*ev).timedout() != 0, (*ev).write() != 0) };
     // SAFETY: the round's connection events carry the probe.

@@ -2,7 +2,7 @@
 //! handshaking at once, and at most N rounds starting in one millisecond
 //! of nginx's clock, so one turn of the event loop (which has one reading
 //! of the clock) starts at most N; rounds that waited through a long turn
-//! catch up (docs/directives.md, check_max_inflight). A round past either
+//! (over 3 ms) catch up (docs/directives.md, check_max_inflight). A round past either
 //! bound waits in a queue, in order: to start, or (a TLS round) to open its
 //! connection. A freed place
 //! lets the next one go from an event posted to nginx's `ngx_posted_events`

@@ -23,18 +23,19 @@
 //! when the round is due and this worker wins the lease it takes a kept
 //! connection or opens one (connect timeout on the write event), lets the
 //! transport finish its handshake (plain: none), then hands every event to
-//! the probe kind until it says `Done`. Timers that may fire a little late
-//! (the look at the schedule, the end of a settle window) are aligned to a
-//! grid of `interval / 50` (of the shorter of `interval` and
-//! `down_interval`), at most 20 ms, so that the rounds of many peers share
-//! a worker wake-up (`healthcheck_core::timing`); a round thus starts up to
-//! one grid step after it is due (the fixed-rate schedule keeps its lattice
-//! point, so nothing drifts; `healthcheck_core::schedule`). Connect
-//! timeouts and UDP deadlines are not aligned. A round ends with RST, so
+//! the probe kind until it says `Done`. The timer that may fire a little
+//! late (the look at the schedule) is aligned to a grid of `interval / 50`
+//! (of the shorter of `interval` and `down_interval`), at most 20 ms, so
+//! that the rounds of many peers share a worker wake-up
+//! (`healthcheck_core::timing`); a round thus starts up to one grid step
+//! after it is due (the fixed-rate schedule keeps its lattice point, so
+//! nothing drifts; `healthcheck_core::schedule`). Connect timeouts, settle
+//! windows and UDP deadlines are not aligned. A round ends with RST, so
 //! checks leave no TIME_WAIT.
 
 mod conn;
 mod connect;
+mod defer;
 mod events;
 mod exchange;
 mod h2;

@@ -2,8 +2,9 @@
 //! "would block" is a success; refused, reset, timed out, closed by the
 //! peer or a socket error is a failure. After a connect whose peek would
 //! block, the round watches the connection for a short settle window (at
-//! most a quarter of the timeout and 100 ms, aligned to the timer grid but
-//! never past the timeout) so that a server that accepts and at once closes
+//! most a quarter of the timeout and 100 ms, never past the timeout; not
+//! aligned to the timer grid, so that a grid point's rounds end over the
+//! turns they started in) so that a server that accepts and at once closes
 //! or resets is seen failing; the delay recorded is the connect-and-peek
 //! time, not the settle window.
 
@@ -163,11 +164,8 @@ impl ProbeKind for Tcp {
         if settle == 0 {
             return self.up();
         }
-        let budget = timeout.saturating_sub(spent);
-        let step = timing::grid_step(cx.conf.shortest_interval_ms());
         cx.conn.del_timers();
-        cx.conn
-            .read_timer(timing::settle_delay(now, settle, budget, step));
+        cx.conn.read_timer(settle);
         Step::Pending
     }
 

@@ -1210,3 +1210,66 @@ fn saturated_workers_no_false_down_1000_peers() {
 fn bench_detection() {
     in_netns(faults_net::bench::run);
 }
+
+/// A server that dies with a hundred rounds open on it closes them all at
+/// once, and nginx hands every close to one turn; a worker handles at most
+/// 32 such events a millisecond and queues the rest in order
+/// (docs/design.md, Bounded turns). Every one of the 600 peers on it goes
+/// down exactly once, those whose round was open by `closed` (at least 40
+/// of them: the queue was used), and the peer of the same upstream on
+/// another server never goes down.
+#[test]
+fn a_dying_server_closing_its_open_rounds_at_once() {
+    in_netns(|| {
+        let dying = Sink::start();
+        let other = Sink::start();
+        let mut peers: Vec<String> = (0..600)
+            .map(|k| format!("127.1.{}.{}:{}", k / 200, k % 200 + 1, dying.port()))
+            .collect();
+        let survivor = format!("127.0.0.1:{}", other.port());
+        peers.push(survivor.clone());
+        let port = free_port();
+        // A settle window of 97 ms in every 400: about 140 rounds open.
+        let ng = Nginx::start(&http_conf(
+            port,
+            &upstream(
+                "many",
+                &peers,
+                "check type=tcp interval=400 timeout=390 fall=1 rise=1;",
+            ),
+        ));
+        poll_status_json(port, WAIT, "every peer up", |s| {
+            s.up() == Some(peers.len() as i64)
+        });
+        let worker = ng.workers()[0];
+        wait_until(WAIT, "a hundred rounds open on the dying server", || {
+            connections_to(worker, dying.port()) >= 100
+        });
+        let mark = ng.log_mark();
+        drop(dying);
+        let s = poll_status_json(port, WAIT, "the dying server's peers down", |s| {
+            s.down() == Some(600)
+        });
+        assert!(s.is_up(Kind::Http, "many", &survivor), "{s}");
+        let closed = peers[..600]
+            .iter()
+            .filter(|p| s.reason(Kind::Http, "many", p) == Some("closed"))
+            .count();
+        assert!(closed >= 40, "only {closed} peers down by `closed`: {s}");
+        let downs = ng.log_lines_since(mark, "is down after");
+        for p in &peers[..600] {
+            let n = downs
+                .iter()
+                .filter(|l| l.contains(&format!("peer {p} is down")))
+                .count();
+            assert_eq!(n, 1, "{p} went down {n} times:\n{}", downs.join("\n"));
+        }
+        assert!(
+            !downs.iter().any(|l| l.contains(&survivor)),
+            "{}",
+            downs.join("\n")
+        );
+        assert_eq!(ng.workers(), vec![worker], "the worker was replaced");
+        drop(other);
+    });
+}
